@@ -1,0 +1,31 @@
+# voltpack developer commands. Every target sets up .venv itself on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/voltpack demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check voltpack tests benchmarks
+	$(BIN)/ruff format --check voltpack tests benchmarks
+	$(BIN)/mypy voltpack
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/sim_speed.py
+	$(BIN)/python benchmarks/fidelity_openb.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

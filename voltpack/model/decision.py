@@ -1,0 +1,27 @@
+"""Scheduling decisions: where each pod goes, or why it could not go anywhere."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Placement(BaseModel):
+    """A pod bound to a node and to specific GPUs on it (each giving `gpu_milli`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pod: str
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+    gpu_milli: int = 0
+
+
+class Decision(BaseModel):
+    """The outcome for one pod or pod group, with a reason a person can read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subject: str
+    placed: bool
+    placements: tuple[Placement, ...] = ()
+    reason: str

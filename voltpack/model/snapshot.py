@@ -1,0 +1,180 @@
+"""The cluster as arrays over nodes: what the scheduling core reads and changes.
+
+One row per node, one column per GPU slot; nodes with fewer GPUs than the widest node have
+absent slots (`gpu_present` False, `gpu_free_milli` 0). Arrays make every per-node computation
+of a scheduling cycle one vectorised numpy expression, so the cost of a decision grows linearly
+in the number of nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from voltpack.model.cluster import MILLI_PER_GPU, Gpu, Node
+from voltpack.model.errors import InvalidRequestError
+from voltpack.model.workload import Pod
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+NO_GPU_MODEL = -1
+
+
+@dataclass
+class ClusterSnapshot:
+    """Capacity and free resources of every node, as numpy arrays indexed by node."""
+
+    node_names: tuple[str, ...]
+    gpu_models: tuple[str, ...]
+    node_gpu_model: IntArray
+    cpu_capacity_milli: IntArray
+    cpu_free_milli: IntArray
+    memory_capacity_mib: IntArray
+    memory_free_mib: IntArray
+    gpu_count: IntArray
+    gpu_present: BoolArray
+    gpu_free_milli: IntArray
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[Node]) -> ClusterSnapshot:
+        """Build the arrays from domain nodes (their free CPU, memory and GPU shares)."""
+        models = tuple(sorted({n.gpu_model for n in nodes if n.gpu_model and n.gpus}))
+        model_index = {m: i for i, m in enumerate(models)}
+        width = max((n.gpu_count for n in nodes), default=0)
+        count = len(nodes)
+        gpu_free = np.zeros((count, width), dtype=np.int64)
+        present = np.zeros((count, width), dtype=np.bool_)
+        for row, node in enumerate(nodes):
+            present[row, : node.gpu_count] = True
+            gpu_free[row, : node.gpu_count] = [g.milli_free for g in node.gpus]
+        cpu_cap = np.array([n.cpu_milli for n in nodes], dtype=np.int64)
+        mem_cap = np.array([n.memory_mib for n in nodes], dtype=np.int64)
+        return cls(
+            node_names=tuple(n.name for n in nodes),
+            gpu_models=models,
+            node_gpu_model=np.array(
+                [
+                    model_index[n.gpu_model] if n.gpu_model and n.gpus else NO_GPU_MODEL
+                    for n in nodes
+                ],
+                dtype=np.int64,
+            ),
+            cpu_capacity_milli=cpu_cap,
+            cpu_free_milli=np.array(
+                [n.cpu_milli if n.cpu_milli_free is None else n.cpu_milli_free for n in nodes],
+                dtype=np.int64,
+            ),
+            memory_capacity_mib=mem_cap,
+            memory_free_mib=np.array(
+                [n.memory_mib if n.memory_mib_free is None else n.memory_mib_free for n in nodes],
+                dtype=np.int64,
+            ),
+            gpu_count=present.sum(axis=1).astype(np.int64),
+            gpu_present=present,
+            gpu_free_milli=gpu_free,
+        )
+
+    @property
+    def node_count(self) -> int:
+        """Number of nodes."""
+        return len(self.node_names)
+
+    @property
+    def total_gpus(self) -> int:
+        """Number of GPU devices in the cluster."""
+        return int(self.gpu_count.sum())
+
+    def allocated_gpu_milli(self) -> int:
+        """Milli-GPU allocated across the cluster."""
+        return int(self.total_gpus * MILLI_PER_GPU - self.gpu_free_milli.sum())
+
+    def copy(self) -> ClusterSnapshot:
+        """An independent copy (arrays copied, names shared)."""
+        return ClusterSnapshot(
+            node_names=self.node_names,
+            gpu_models=self.gpu_models,
+            node_gpu_model=self.node_gpu_model,
+            cpu_capacity_milli=self.cpu_capacity_milli,
+            cpu_free_milli=self.cpu_free_milli.copy(),
+            memory_capacity_mib=self.memory_capacity_mib,
+            memory_free_mib=self.memory_free_mib.copy(),
+            gpu_count=self.gpu_count,
+            gpu_present=self.gpu_present,
+            gpu_free_milli=self.gpu_free_milli.copy(),
+        )
+
+    def allocate(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
+        """Take the pod's CPU, memory and GPU shares from `node`; refuse an over-allocation."""
+        self._check_fits(node, pod, gpu_indices)
+        self.cpu_free_milli[node] -= pod.cpu_milli
+        self.memory_free_mib[node] -= pod.memory_mib
+        for gpu in gpu_indices:
+            self.gpu_free_milli[node, gpu] -= pod.gpu_milli
+
+    def release(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
+        """Give back what `allocate` took."""
+        self.cpu_free_milli[node] += pod.cpu_milli
+        self.memory_free_mib[node] += pod.memory_mib
+        for gpu in gpu_indices:
+            self.gpu_free_milli[node, gpu] += pod.gpu_milli
+        if (
+            self.cpu_free_milli[node] > self.cpu_capacity_milli[node]
+            or self.memory_free_mib[node] > self.memory_capacity_mib[node]
+            or (self.gpu_free_milli[node] > MILLI_PER_GPU).any()
+        ):
+            raise InvalidRequestError(
+                f"release of pod {pod.name} on node {self.node_names[node]} returns more than "
+                "was allocated"
+            )
+
+    def _check_fits(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
+        name = self.node_names[node]
+        if len(gpu_indices) != pod.num_gpu or len(set(gpu_indices)) != pod.num_gpu:
+            raise InvalidRequestError(
+                f"pod {pod.name} needs {pod.num_gpu} distinct GPUs, got {list(gpu_indices)}"
+            )
+        if self.cpu_free_milli[node] < pod.cpu_milli:
+            raise InvalidRequestError(
+                f"node {name}: {self.cpu_free_milli[node]} CPU milli free, "
+                f"pod {pod.name} needs {pod.cpu_milli}"
+            )
+        if self.memory_free_mib[node] < pod.memory_mib:
+            raise InvalidRequestError(
+                f"node {name}: {self.memory_free_mib[node]} MiB free, "
+                f"pod {pod.name} needs {pod.memory_mib}"
+            )
+        for gpu in gpu_indices:
+            if (
+                not (0 <= gpu < self.gpu_count[node])
+                or self.gpu_free_milli[node, gpu] < pod.gpu_milli
+            ):
+                raise InvalidRequestError(
+                    f"node {name}: GPU {gpu} cannot give {pod.gpu_milli} milli to pod {pod.name}"
+                )
+
+    def to_nodes(self) -> list[Node]:
+        """Domain nodes with the current free resources."""
+        nodes = []
+        for row, name in enumerate(self.node_names):
+            model = self.node_gpu_model[row]
+            count = int(self.gpu_count[row])
+            nodes.append(
+                Node(
+                    name=name,
+                    cpu_milli=int(self.cpu_capacity_milli[row]),
+                    memory_mib=int(self.memory_capacity_mib[row]),
+                    gpu_model=self.gpu_models[model] if model != NO_GPU_MODEL else None,
+                    gpus=tuple(
+                        Gpu(index=i, milli_free=int(self.gpu_free_milli[row, i]))
+                        for i in range(count)
+                    ),
+                    cpu_milli_free=int(self.cpu_free_milli[row]),
+                    memory_mib_free=int(self.memory_free_mib[row]),
+                )
+            )
+        return nodes

@@ -1,0 +1,71 @@
+"""Workloads: pods and pod groups (gangs placed all-or-nothing)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from voltpack.model.cluster import MILLI_PER_GPU
+
+
+class Pod(BaseModel):
+    """A pod's request: CPU, memory and GPUs.
+
+    The pod needs `num_gpu` distinct GPUs with at least `gpu_milli` free on each: `gpu_milli`
+    below 1000 with `num_gpu == 1` is a share of one GPU (GPU sharing), 1000 means whole GPUs.
+    `gpu_models` lists the GPU models the pod accepts; empty accepts any.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    cpu_milli: int = Field(ge=0)
+    memory_mib: int = Field(ge=0)
+    num_gpu: int = Field(default=0, ge=0)
+    gpu_milli: int = Field(default=0, ge=0, le=MILLI_PER_GPU)
+    gpu_models: tuple[str, ...] = ()
+    qos: str = "BE"
+    priority: int = 0
+    creation_time_s: float = 0.0
+    deletion_time_s: float | None = None
+
+    @model_validator(mode="after")
+    def _check_gpu_request(self) -> Pod:
+        if self.num_gpu == 0 and self.gpu_milli != 0:
+            raise ValueError(f"pod {self.name}: gpu_milli={self.gpu_milli} needs num_gpu >= 1")
+        if self.num_gpu >= 1 and self.gpu_milli == 0:
+            raise ValueError(f"pod {self.name}: num_gpu={self.num_gpu} needs gpu_milli in 1..1000")
+        if self.num_gpu > 1 and self.gpu_milli != MILLI_PER_GPU:
+            raise ValueError(
+                f"pod {self.name}: a share of a GPU (gpu_milli={self.gpu_milli}) "
+                f"needs num_gpu=1, got num_gpu={self.num_gpu}"
+            )
+        return self
+
+    @property
+    def gpu_request_milli(self) -> int:
+        """Total GPU request in milli-GPU (num_gpu x gpu_milli)."""
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def is_gpu_sharing(self) -> bool:
+        """True when the pod asks for a share of a single GPU."""
+        return self.num_gpu == 1 and self.gpu_milli < MILLI_PER_GPU
+
+
+class PodGroup(BaseModel):
+    """A gang: at least `min_member` of `pods` must be placed together, or none of them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    pods: tuple[Pod, ...] = Field(min_length=1)
+    min_member: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _check_min_member(self) -> PodGroup:
+        if self.min_member > len(self.pods):
+            raise ValueError(
+                f"pod group {self.name}: min_member={self.min_member} exceeds its "
+                f"{len(self.pods)} pods"
+            )
+        return self

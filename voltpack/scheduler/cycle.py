@@ -1,0 +1,90 @@
+"""The scheduling cycle: filter, score, select a node and its GPUs, reserve, decide."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from voltpack.model.decision import Decision, Placement
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.workload import Pod, PodGroup
+from voltpack.policies.strategy import ScoringStrategy
+from voltpack.scheduler.filter import explain_rejection, filter_nodes
+from voltpack.scheduler.statement import Statement
+
+
+@dataclass
+class Scheduler:
+    """Places pods and gangs on a snapshot with one scoring strategy."""
+
+    strategy: ScoringStrategy
+
+    def schedule_pod(
+        self, snapshot: ClusterSnapshot, pod: Pod, rng: np.random.Generator
+    ) -> Decision:
+        """Place one pod and commit it to the snapshot, or explain why it cannot be placed."""
+        statement = Statement(snapshot)
+        decision = self._place(snapshot, pod, rng, statement)
+        statement.commit()
+        return decision
+
+    def schedule_group(
+        self, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
+    ) -> Decision:
+        """Place a gang all-or-nothing: at least `min_member` pods, or none (rolled back)."""
+        statement = Statement(snapshot)
+        placements: list[Placement] = []
+        failures: list[str] = []
+        for pod in group.pods:
+            decision = self._place(snapshot, pod, rng, statement)
+            if decision.placed:
+                placements.extend(decision.placements)
+            else:
+                failures.append(decision.reason)
+        if len(placements) >= group.min_member:
+            statement.commit()
+            reason = f"gang {group.name}: {len(placements)}/{len(group.pods)} pods placed"
+            if failures:
+                reason += "; not placed: " + "; ".join(failures)
+            return Decision(
+                subject=group.name, placed=True, placements=tuple(placements), reason=reason
+            )
+        statement.rollback()
+        reason = (
+            f"gang {group.name}: only {len(placements)} of min {group.min_member} pods fit, "
+            "nothing placed; " + "; ".join(failures)
+        )
+        return Decision(subject=group.name, placed=False, reason=reason)
+
+    def _place(
+        self,
+        snapshot: ClusterSnapshot,
+        pod: Pod,
+        rng: np.random.Generator,
+        statement: Statement,
+    ) -> Decision:
+        result = filter_nodes(snapshot, pod)
+        candidates = np.flatnonzero(result.feasible)
+        if candidates.size == 0:
+            return Decision(
+                subject=pod.name, placed=False, reason=explain_rejection(snapshot, pod, result)
+            )
+        scores = self.strategy.score(snapshot, pod, candidates, rng)
+        best_score = scores.max()
+        best = np.flatnonzero(scores == best_score)
+        chosen = best[0] if best.size == 1 else best[rng.integers(best.size)]
+        node = int(candidates[chosen])
+        gpus = self.strategy.pick_gpus(snapshot, node, pod, rng)
+        statement.allocate(node, pod, gpus)
+        node_name = snapshot.node_names[node]
+        gpu_text = f" GPUs {list(gpus)}" if gpus else ""
+        reason = (
+            f"pod {pod.name} -> node {node_name}{gpu_text}: {self.strategy.name} score "
+            f"{float(best_score):.4g}, best of {candidates.size} feasible nodes"
+            + (f" ({best.size} tied)" if best.size > 1 else "")
+        )
+        placement = Placement(
+            pod=pod.name, node=node_name, gpu_indices=gpus, gpu_milli=pod.gpu_milli
+        )
+        return Decision(subject=pod.name, placed=True, placements=(placement,), reason=reason)

@@ -1,0 +1,89 @@
+"""Filter: which nodes can hold a pod (CPU, memory, GPU model, GPU count and share)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from voltpack.model.snapshot import BoolArray, ClusterSnapshot
+from voltpack.model.workload import Pod
+
+FILTER_NAMES = ("gpu-model", "cpu", "memory", "gpu")
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """Feasible nodes, and for the others the first filter each one failed."""
+
+    feasible: BoolArray
+    rejected_by: dict[str, int]
+
+    @property
+    def feasible_count(self) -> int:
+        """Number of nodes that pass every filter."""
+        return int(self.feasible.sum())
+
+
+def gpu_model_mask(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
+    """Nodes whose GPU model the pod accepts (every node when the pod accepts any model)."""
+    if not pod.gpu_models or pod.num_gpu == 0:
+        return np.ones(snapshot.node_count, dtype=np.bool_)
+    allowed = {m.casefold() for m in pod.gpu_models}
+    model_ok = np.array(
+        [m.casefold() in allowed for m in snapshot.gpu_models] + [False], dtype=np.bool_
+    )
+    # NO_GPU_MODEL (-1) indexes the trailing False.
+    return model_ok[snapshot.node_gpu_model]
+
+
+def gpus_fitting(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
+    """Per node and GPU slot: the GPU has at least the pod's per-GPU share free."""
+    return snapshot.gpu_present & (snapshot.gpu_free_milli >= pod.gpu_milli)
+
+
+def filter_nodes(snapshot: ClusterSnapshot, pod: Pod) -> FilterResult:
+    """Apply every filter to every node at once."""
+    checks: list[tuple[str, BoolArray]] = [
+        ("gpu-model", gpu_model_mask(snapshot, pod)),
+        ("cpu", snapshot.cpu_free_milli >= pod.cpu_milli),
+        ("memory", snapshot.memory_free_mib >= pod.memory_mib),
+    ]
+    if pod.num_gpu > 0:
+        checks.append(("gpu", gpus_fitting(snapshot, pod).sum(axis=1) >= pod.num_gpu))
+    feasible = np.ones(snapshot.node_count, dtype=np.bool_)
+    rejected_by: dict[str, int] = {}
+    for name, passed in checks:
+        newly_rejected = feasible & ~passed
+        rejected_by[name] = int(newly_rejected.sum())
+        feasible &= passed
+    return FilterResult(feasible=feasible, rejected_by=rejected_by)
+
+
+def describe_request(pod: Pod) -> str:
+    """The pod's request in words, e.g. '8000m CPU, 30517 MiB, 1 GPU x 810 milli'."""
+    parts = [f"{pod.cpu_milli}m CPU", f"{pod.memory_mib} MiB"]
+    if pod.is_gpu_sharing:
+        parts.append(f"{pod.gpu_milli} milli of 1 GPU")
+    elif pod.num_gpu:
+        parts.append(f"{pod.num_gpu} whole GPU{'s' if pod.num_gpu > 1 else ''}")
+    if pod.gpu_models and pod.num_gpu:
+        parts.append("model " + "|".join(pod.gpu_models))
+    return ", ".join(parts)
+
+
+_REJECTION_WORDS = {
+    "gpu-model": "have another GPU model",
+    "cpu": "lack CPU",
+    "memory": "lack memory",
+    "gpu": "lack free GPUs",
+}
+
+
+def explain_rejection(snapshot: ClusterSnapshot, pod: Pod, result: FilterResult) -> str:
+    """A one-line reason why no node fits, e.g. '0/1213 nodes fit (...): 700 lack CPU'."""
+    counts = [
+        f"{count} {_REJECTION_WORDS[name]}" for name, count in result.rejected_by.items() if count
+    ]
+    detail = "; ".join(counts) if counts else "the cluster has no nodes"
+    return f"0/{snapshot.node_count} nodes fit pod {pod.name} ({describe_request(pod)}): {detail}"

@@ -1,0 +1,36 @@
+"""A statement: changes to a snapshot that are committed together or rolled back together."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.workload import Pod
+
+
+class Statement:
+    """Records allocations on a snapshot so that a gang can be undone if it does not fit whole."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self._snapshot = snapshot
+        self._allocations: list[tuple[int, Pod, tuple[int, ...]]] = []
+
+    def allocate(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
+        """Allocate on the snapshot now; remember it for a possible rollback."""
+        self._snapshot.allocate(node, pod, gpu_indices)
+        self._allocations.append((node, pod, tuple(gpu_indices)))
+
+    def rollback(self) -> None:
+        """Undo every allocation of this statement, newest first."""
+        while self._allocations:
+            node, pod, gpus = self._allocations.pop()
+            self._snapshot.release(node, pod, gpus)
+
+    def commit(self) -> None:
+        """Keep the allocations; the statement forgets them."""
+        self._allocations.clear()
+
+    @property
+    def touched_nodes(self) -> list[int]:
+        """Nodes changed by the allocations not yet committed or rolled back."""
+        return [node for node, _, _ in self._allocations]
