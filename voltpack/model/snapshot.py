@@ -9,7 +9,7 @@ in the number of nodes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,11 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
 NO_GPU_MODEL = -1
+
+
+def gpu_pod_kind(pod: Pod) -> int:
+    """Kind of a GPU pod: 0 for a share of one GPU, k for k whole GPUs."""
+    return 0 if pod.is_gpu_sharing else pod.num_gpu
 
 
 @dataclass
@@ -39,6 +44,10 @@ class ClusterSnapshot:
     gpu_count: IntArray
     gpu_present: BoolArray
     gpu_free_milli: IntArray
+    gpu_pod_kinds: IntArray
+    """Per node, how many GPU pods of each kind run there: column 0 counts GPU-sharing pods,
+    column k counts pods holding k whole GPUs."""
+    _index_by_name: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node]) -> ClusterSnapshot:
@@ -77,12 +86,29 @@ class ClusterSnapshot:
             gpu_count=present.sum(axis=1).astype(np.int64),
             gpu_present=present,
             gpu_free_milli=gpu_free,
+            gpu_pod_kinds=np.zeros((count, width + 1), dtype=np.int64),
         )
+
+    def node_index(self, name: str) -> int:
+        """Row of the node called `name`."""
+        if self._index_by_name is None:
+            self._index_by_name = {n: i for i, n in enumerate(self.node_names)}
+        return self._index_by_name[name]
 
     @property
     def node_count(self) -> int:
         """Number of nodes."""
         return len(self.node_names)
+
+    @property
+    def max_node_cpu_milli(self) -> int:
+        """Largest CPU capacity of any node: the scale strategies normalise CPU by."""
+        return int(self.cpu_capacity_milli.max(initial=0))
+
+    @property
+    def max_node_gpu_milli(self) -> int:
+        """Largest GPU capacity of any node in milli-GPU: the scale for GPU amounts."""
+        return int(self.gpu_count.max(initial=0)) * MILLI_PER_GPU
 
     @property
     def total_gpus(self) -> int:
@@ -106,6 +132,7 @@ class ClusterSnapshot:
             gpu_count=self.gpu_count,
             gpu_present=self.gpu_present,
             gpu_free_milli=self.gpu_free_milli.copy(),
+            gpu_pod_kinds=self.gpu_pod_kinds.copy(),
         )
 
     def allocate(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
@@ -115,6 +142,8 @@ class ClusterSnapshot:
         self.memory_free_mib[node] -= pod.memory_mib
         for gpu in gpu_indices:
             self.gpu_free_milli[node, gpu] -= pod.gpu_milli
+        if pod.num_gpu:
+            self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
 
     def release(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
         """Give back what `allocate` took."""
@@ -122,6 +151,8 @@ class ClusterSnapshot:
         self.memory_free_mib[node] += pod.memory_mib
         for gpu in gpu_indices:
             self.gpu_free_milli[node, gpu] += pod.gpu_milli
+        if pod.num_gpu:
+            self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
         if (
             self.cpu_free_milli[node] > self.cpu_capacity_milli[node]
             or self.memory_free_mib[node] > self.memory_capacity_mib[node]

@@ -1,4 +1,9 @@
-"""The scoring-strategy interface: how a policy ranks feasible nodes and picks GPUs on one."""
+"""The scoring-strategy interface: how a policy ranks feasible nodes and picks GPUs on one.
+
+As in kube-scheduler, a score is an integer from 0 to 100 (higher is better); a strategy that
+computes a real number truncates it toward zero, so nearly equal nodes tie and the scheduler's
+tie-break decides between them.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,17 @@ from typing import ClassVar
 import numpy as np
 
 from voltpack.model.cluster import MILLI_PER_GPU
-from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
+from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod
+
+MAX_NODE_SCORE = 100
 
 
 class ScoringStrategy(ABC):
-    """A named policy that scores feasible nodes (higher is better) and chooses GPUs on a node.
+    """A named policy that scores feasible nodes and chooses the GPUs on the chosen node.
 
-    The mechanism calls `score` once per pod with the indices of the feasible nodes, keeps the
-    best-scoring node (ties broken by the seeded random generator), then calls `pick_gpus`.
+    The mechanism calls `score` with the indices of the feasible nodes (when there are at least
+    two), keeps the best-scoring node, then calls `pick_gpus` on it.
     """
 
     name: ClassVar[str]
@@ -29,8 +36,8 @@ class ScoringStrategy(ABC):
         pod: Pod,
         candidates: IntArray,
         rng: np.random.Generator,
-    ) -> FloatArray:
-        """Score of each candidate node, aligned with `candidates`; higher is better."""
+    ) -> IntArray:
+        """Integer score in 0..100 of each candidate node, aligned with `candidates`."""
 
     def pick_gpus(
         self, snapshot: ClusterSnapshot, node: int, pod: Pod, rng: np.random.Generator
@@ -40,7 +47,10 @@ class ScoringStrategy(ABC):
 
 
 def pick_best_fit_gpus(snapshot: ClusterSnapshot, node: int, pod: Pod) -> tuple[int, ...]:
-    """The `num_gpu` GPUs that fit with the least milli-GPU left over, lowest index first."""
+    """The `num_gpu` GPUs that fit with the least milli-GPU left over, lowest index first.
+
+    For whole-GPU pods this is the first `num_gpu` idle GPUs in index order.
+    """
     if pod.num_gpu == 0:
         return ()
     free = snapshot.gpu_free_milli[node]
@@ -48,3 +58,23 @@ def pick_best_fit_gpus(snapshot: ClusterSnapshot, node: int, pod: Pod) -> tuple[
     leftover = np.where(fits, free - pod.gpu_milli, MILLI_PER_GPU + 1)
     order = np.argsort(leftover, kind="stable")
     return tuple(int(i) for i in order[: pod.num_gpu])
+
+
+def pick_random_gpus(
+    snapshot: ClusterSnapshot, node: int, pod: Pod, rng: np.random.Generator
+) -> tuple[int, ...]:
+    """`num_gpu` GPUs drawn uniformly among those that fit (idle GPUs for whole-GPU pods)."""
+    if pod.num_gpu == 0:
+        return ()
+    fits = np.flatnonzero(
+        snapshot.gpu_present[node] & (snapshot.gpu_free_milli[node] >= pod.gpu_milli)
+    )
+    if pod.num_gpu == 1:
+        return (int(fits[rng.integers(fits.size)]),)
+    chosen = rng.choice(fits, size=pod.num_gpu, replace=False)
+    return tuple(sorted(int(i) for i in chosen))
+
+
+def truncate_scores(values: np.ndarray) -> IntArray:
+    """Real-valued scores truncated toward zero and clipped to 0..100."""
+    return np.clip(np.trunc(values), 0, MAX_NODE_SCORE).astype(np.int64)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voltpack.model.decision import Decision, Placement
-from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.strategy import ScoringStrategy
 from voltpack.scheduler.filter import explain_rejection, filter_nodes
@@ -16,9 +16,22 @@ from voltpack.scheduler.statement import Statement
 
 @dataclass
 class Scheduler:
-    """Places pods and gangs on a snapshot with one scoring strategy."""
+    """Places pods and gangs on a snapshot with one scoring strategy.
+
+    Among nodes with the best score, the node with the lowest `tie_break_rank` wins. The rank is
+    a permutation of the nodes drawn once from the seed (see `with_random_ranks`), so ties are
+    spread over the cluster, yet the same seed always gives the same decisions.
+    """
 
     strategy: ScoringStrategy
+    tie_break_rank: IntArray
+
+    @classmethod
+    def with_random_ranks(
+        cls, strategy: ScoringStrategy, node_count: int, rng: np.random.Generator
+    ) -> Scheduler:
+        """A scheduler whose tie-break order is a random permutation of the nodes."""
+        return cls(strategy=strategy, tie_break_rank=rng.permutation(node_count))
 
     def schedule_pod(
         self, snapshot: ClusterSnapshot, pod: Pod, rng: np.random.Generator
@@ -70,21 +83,34 @@ class Scheduler:
             return Decision(
                 subject=pod.name, placed=False, reason=explain_rejection(snapshot, pod, result)
             )
-        scores = self.strategy.score(snapshot, pod, candidates, rng)
-        best_score = scores.max()
-        best = np.flatnonzero(scores == best_score)
-        chosen = best[0] if best.size == 1 else best[rng.integers(best.size)]
-        node = int(candidates[chosen])
+        node, why = self._select_node(snapshot, pod, candidates, rng)
         gpus = self.strategy.pick_gpus(snapshot, node, pod, rng)
         statement.allocate(node, pod, gpus)
         node_name = snapshot.node_names[node]
         gpu_text = f" GPUs {list(gpus)}" if gpus else ""
-        reason = (
-            f"pod {pod.name} -> node {node_name}{gpu_text}: {self.strategy.name} score "
-            f"{float(best_score):.4g}, best of {candidates.size} feasible nodes"
-            + (f" ({best.size} tied)" if best.size > 1 else "")
-        )
+        reason = f"pod {pod.name} -> node {node_name}{gpu_text}: {why}"
         placement = Placement(
             pod=pod.name, node=node_name, gpu_indices=gpus, gpu_milli=pod.gpu_milli
         )
         return Decision(subject=pod.name, placed=True, placements=(placement,), reason=reason)
+
+    def _select_node(
+        self,
+        snapshot: ClusterSnapshot,
+        pod: Pod,
+        candidates: IntArray,
+        rng: np.random.Generator,
+    ) -> tuple[int, str]:
+        if candidates.size == 1:
+            return int(candidates[0]), "the only feasible node"
+        scores = self.strategy.score(snapshot, pod, candidates, rng)
+        best_score = scores.max()
+        best = candidates[scores == best_score]
+        node = int(best[np.argmin(self.tie_break_rank[best])])
+        why = (
+            f"{self.strategy.name} score {int(best_score)}/100, best of {candidates.size} "
+            "feasible nodes"
+        )
+        if best.size > 1:
+            why += f" ({best.size} tied, won on rank)"
+        return node, why

@@ -1,0 +1,102 @@
+"""The policy file: versioned YAML, validated with errors that name the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from voltpack.model.errors import PolicyError
+from voltpack.policies.registry import strategy_names
+
+API_VERSION = "voltpack.io/v1alpha1"
+KIND = "SchedulingPolicy"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Metadata(_Strict):
+    """Who the policy is: a name used in reports."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ScoringSpec(_Strict):
+    """Which strategy ranks feasible nodes and picks the GPUs inside the chosen one."""
+
+    strategy: str = Field(description="a strategy name; `voltpack policy strategies` lists them")
+
+
+class PolicySpec(_Strict):
+    """What the policy asks the scheduler to do."""
+
+    scoring: ScoringSpec
+
+
+class PolicyFile(_Strict):
+    """A scheduling policy file (`apiVersion: voltpack.io/v1alpha1`, `kind: SchedulingPolicy`)."""
+
+    api_version: Literal["voltpack.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["SchedulingPolicy"]
+    metadata: Metadata
+    spec: PolicySpec
+
+
+def _describe_error(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    kind = error["type"]
+    if kind == "missing":
+        return f"field {where} is required"
+    if kind == "extra_forbidden":
+        return f"field {where} is not a known field; remove it or check its spelling"
+    bad = error.get("input")
+    expected = (error.get("ctx") or {}).get("expected")
+    text = f"field {where}: value {bad!r} is not valid: {error['msg']}"
+    if expected:
+        text = f"field {where}: value {bad!r} is not allowed; allowed values: {expected}"
+    return text
+
+
+def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
+    """Parse and validate policy YAML; raise PolicyError naming the field, value and fix."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{origin}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise PolicyError(
+            f"{origin}: a policy file is a YAML mapping with apiVersion, kind, metadata and spec"
+        )
+    try:
+        policy = PolicyFile.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(_describe_error(e) for e in exc.errors())
+        raise PolicyError(f"{origin}: {problems}") from None
+    strategy = policy.spec.scoring.strategy
+    if strategy not in strategy_names():
+        raise PolicyError(
+            f"{origin}: field spec.scoring.strategy: value {strategy!r} is not allowed; "
+            f"allowed values: {', '.join(strategy_names())}"
+        )
+    return policy
+
+
+def load_policy(path: Path) -> PolicyFile:
+    """Read and validate a policy file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror}") from None
+    return parse_policy(text, str(path))
+
+
+def policy_for_strategy(strategy: str) -> PolicyFile:
+    """The smallest valid policy that selects `strategy` (used by the demo and tests)."""
+    return parse_policy(
+        f"apiVersion: {API_VERSION}\nkind: {KIND}\nmetadata: {{name: {strategy}}}\n"
+        f"spec: {{scoring: {{strategy: {strategy}}}}}\n"
+    )

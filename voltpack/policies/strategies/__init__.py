@@ -1,0 +1,1 @@
+"""Scoring strategies, one module each; `voltpack.policies.registry` maps names to them."""
