@@ -77,4 +77,5 @@ def pick_random_gpus(
 
 def truncate_scores(values: np.ndarray) -> IntArray:
     """Real-valued scores truncated toward zero and clipped to 0..100."""
-    return np.clip(np.trunc(values), 0, MAX_NODE_SCORE).astype(np.int64)
+    scores: IntArray = np.clip(np.trunc(values), 0, MAX_NODE_SCORE).astype(np.int64)
+    return scores

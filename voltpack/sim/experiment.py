@@ -189,6 +189,7 @@ def run_experiment(
     pods: Sequence[Pod],
     policy: PolicyFile,
     seed: int,
+    *,
     target_demand_ratio: float = 1.3,
     order: ArrivalOrder = "shuffle",
 ) -> RunResult:

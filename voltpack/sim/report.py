@@ -9,13 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from voltpack.sim.experiment import RunResult
+from matplotlib.figure import Figure
 
 from voltpack import __version__
+from voltpack.sim.experiment import RunResult
 
 
 @dataclass(frozen=True)
@@ -108,7 +105,8 @@ def plot_allocation(results: Sequence[RunResult], path: Path) -> None:
     by_policy: dict[str, list[RunResult]] = {}
     for result in results:
         by_policy.setdefault(result.policy_name, []).append(result)
-    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
+    figure = Figure(figsize=(7, 4.5), dpi=120)
+    axes = figure.subplots()
     for name, runs in by_policy.items():
         x = runs[0].demand_pct
         y = [statistics.fmean(r.allocation_ratio_pct[i] for r in runs) for i in range(len(x))]
@@ -121,4 +119,3 @@ def plot_allocation(results: Sequence[RunResult], path: Path) -> None:
     axes.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
-    plt.close(figure)

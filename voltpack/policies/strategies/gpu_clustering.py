@@ -41,4 +41,5 @@ class GpuClusteringStrategy(ScoringStrategy):
             np.where(kinds_present == 1, SAME_KIND_ONLY_BONUS, SAME_KIND_MIXED_BONUS),
             np.where(kinds_present == 0, EMPTY_NODE_BONUS, 0),
         )
-        return (base + bonus).astype(np.int64)
+        scores: IntArray = (base + bonus).astype(np.int64)
+        return scores

@@ -43,4 +43,5 @@ class GpuPackingStrategy(ScoringStrategy):
         idle_gpu_score = np.maximum(IDLE_GPU_BAND - idle_taken, IDLE_NODE_BAND)
         idle_node_score = np.maximum(IDLE_NODE_BAND - idle, idle)
         partial = np.where(idle_taken > 0, idle_gpu_score, used_gpu_score)
-        return np.where(node_idle, idle_node_score, partial).astype(np.int64)
+        scores: IntArray = np.where(node_idle, idle_node_score, partial).astype(np.int64)
+        return scores

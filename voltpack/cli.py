@@ -1,0 +1,214 @@
+"""The `voltpack` command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from voltpack import __version__
+from voltpack.model.errors import VoltpackError
+from voltpack.policies.registry import strategy_names, strategy_summaries
+from voltpack.policies.schema import PolicyFile, load_policy, policy_for_strategy
+from voltpack.sim.datasets import (
+    OPENB_DEFAULT_PODS,
+    OPENB_NODES,
+    fgd_paper_allocation_pct,
+    openb_dir,
+)
+from voltpack.sim.experiment import ArrivalOrder
+from voltpack.sim.report import PolicySummary, write_reports
+from voltpack.sim.runner import ExperimentPlan, run_plan
+
+app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
+policy_app = typer.Typer(help="Policy files.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+console = Console()
+err_console = Console(stderr=True)
+
+DEMO_STRATEGIES = (
+    "random",
+    "least-allocated",
+    "dot-product",
+    "gpu-clustering",
+    "gpu-packing",
+    "best-fit",
+)
+
+
+_ORDERS: dict[str, ArrivalOrder] = {"shuffle": "shuffle", "creation": "creation"}
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """'42-51' -> 42..51; '1,5,9' -> 1, 5, 9; '7' -> 7."""
+    seeds: list[int] = []
+    try:
+        for raw_part in text.split(","):
+            part = raw_part.strip()
+            if "-" in part[1:]:
+                low, high = part.split("-", 1)
+                if int(high) < int(low):
+                    raise ValueError
+                seeds.extend(range(int(low), int(high) + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not a seed list; write e.g. 42-51, 1,2,3 or 42"
+        ) from None
+    return tuple(seeds)
+
+
+def _resolve_policy(spec: str) -> tuple[PolicyFile, str]:
+    path = Path(spec)
+    if path.is_file():
+        return load_policy(path), path.read_text(encoding="utf-8")
+    if spec in strategy_names():
+        policy = policy_for_strategy(spec)
+        return policy, f"# built-in policy for strategy {spec}\n" + policy.model_dump_json(
+            by_alias=True
+        )
+    raise VoltpackError(
+        f"--policy {spec!r}: no such file, and not a strategy name; "
+        f"strategy names: {', '.join(strategy_names())}"
+    )
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _summary_table(summaries: list[PolicySummary], workload: str, final_pct: int) -> Table:
+    table = Table(title=f"GPU allocation at {final_pct}% arrived demand ({workload})")
+    for column in ("policy", "allocation ratio", "FGD paper", "frag (% GPUs)", "failed pods"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for s in sorted(summaries, key=lambda item: item.allocation_ratio_pct_mean):
+        anchor = fgd_paper_allocation_pct(workload, s.strategy, final_pct)
+        table.add_row(
+            s.policy,
+            f"{s.allocation_ratio_pct_mean:.2f}% ± {s.allocation_ratio_pct_stdev:.2f}",
+            f"{anchor:.2f}%" if anchor is not None else "-",
+            f"{s.frag_amount_pct_mean:.2f}",
+            f"{s.failed_pods_mean:.0f}",
+        )
+    return table
+
+
+def _run_and_report(
+    plan: ExperimentPlan, policy_texts: dict[str, str], out: Path, jobs: int
+) -> None:
+    with _progress() as progress:
+        task = progress.add_task("simulating", total=len(plan.policies) * len(plan.seeds))
+        results = run_plan(plan, jobs=jobs, on_done=lambda _: progress.advance(task))
+    summaries = write_reports(out, results, plan.config(), policy_texts)
+    final_pct = round(plan.target_demand_ratio * 100)
+    console.print(_summary_table(summaries, plan.pods_path.stem, final_pct))
+    console.print(
+        f"reports: {out / 'results.json'}, {out / 'summary.md'}, {out / 'allocation.png'}"
+    )
+
+
+def _default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+@app.command()
+def simulate(
+    trace: Annotated[Path, typer.Option(help="openb-format pod list CSV")],
+    policy: Annotated[
+        list[str], typer.Option(help="policy file, or a strategy name; repeat for several")
+    ],
+    out: Annotated[Path, typer.Option(help="folder for results.json, summary.md, allocation.png")],
+    nodes: Annotated[
+        Path | None,
+        typer.Option(help=f"node list CSV (default: {OPENB_NODES} beside the trace)"),
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="seeds, e.g. 42-51")] = "42",
+    ratio: Annotated[float, typer.Option(help="inflate arrived GPU demand to this share")] = 1.3,
+    order: Annotated[str, typer.Option(help="arrival order: shuffle or creation")] = "shuffle",
+    jobs: Annotated[int, typer.Option(help="parallel processes")] = 0,
+) -> None:
+    """Run the FGD experiment protocol on a trace for each policy and seed."""
+    if order not in _ORDERS:
+        raise typer.BadParameter(f"--order {order!r}: allowed values: shuffle, creation")
+    if ratio <= 0:
+        raise typer.BadParameter(f"--ratio {ratio}: must be positive")
+    try:
+        resolved = [_resolve_policy(p) for p in policy]
+        plan = ExperimentPlan(
+            nodes_path=nodes or trace.parent / OPENB_NODES,
+            pods_path=trace,
+            policies=tuple(p for p, _ in resolved),
+            seeds=parse_seeds(seeds),
+            target_demand_ratio=ratio,
+            order=_ORDERS[order],
+        )
+        texts = {p.metadata.name: text for p, text in resolved}
+        _run_and_report(plan, texts, out, jobs or _default_jobs())
+    except VoltpackError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("out/demo"),
+    seeds: Annotated[str, typer.Option(help="seeds")] = "42-44",
+    jobs: Annotated[int, typer.Option(help="parallel processes")] = 0,
+) -> None:
+    """Compare the scheduling strategies on the openb production trace (about a minute)."""
+    try:
+        folder = openb_dir()
+        policies = [policy_for_strategy(name) for name in DEMO_STRATEGIES]
+        plan = ExperimentPlan(
+            nodes_path=folder / OPENB_NODES,
+            pods_path=folder / OPENB_DEFAULT_PODS,
+            policies=tuple(policies),
+            seeds=parse_seeds(seeds),
+        )
+        console.print(
+            f"voltpack {__version__} demo: {len(policies)} strategies x {len(plan.seeds)} seeds "
+            "on openb (1,213 nodes, 6,212 GPUs), demand inflated to 130% of GPU capacity"
+        )
+        texts = {p.metadata.name: p.model_dump_json(by_alias=True) for p in policies}
+        _run_and_report(plan, texts, out, jobs or _default_jobs())
+    except VoltpackError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+
+
+@policy_app.command("validate")
+def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file")]) -> None:
+    """Check a policy file; print what is wrong, field by field."""
+    try:
+        policy = load_policy(file)
+    except VoltpackError as exc:
+        err_console.print(f"[red]invalid:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"{file}: valid ({policy.api_version}, strategy {policy.spec.scoring.strategy})")
+
+
+@policy_app.command("strategies")
+def policy_strategies() -> None:
+    """List the scoring strategies a policy file may name."""
+    table = Table("strategy", "definition")
+    for name, summary in strategy_summaries().items():
+        table.add_row(name, summary)
+    console.print(table)
+
+
+@app.command()
+def version() -> None:
+    """Print voltpack's version."""
+    console.print(__version__)
