@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -157,7 +158,7 @@ def simulate(
         texts = {p.metadata.name: text for p, text in resolved}
         _run_and_report(plan, texts, out, jobs or _default_jobs())
     except VoltpackError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
 
@@ -184,7 +185,7 @@ def demo(
         texts = {p.metadata.name: p.model_dump_json(by_alias=True) for p in policies}
         _run_and_report(plan, texts, out, jobs or _default_jobs())
     except VoltpackError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
 
@@ -194,7 +195,7 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file"
     try:
         policy = load_policy(file)
     except VoltpackError as exc:
-        err_console.print(f"[red]invalid:[/red] {exc}")
+        err_console.print(f"[red]invalid:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     console.print(f"{file}: valid ({policy.api_version}, strategy {policy.spec.scoring.strategy})")
 

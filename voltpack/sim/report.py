@@ -79,7 +79,7 @@ def write_reports(
     """Write `results.json`, `summary.md` and `allocation.png` into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = summarise(results)
-    final_pct = results[0].demand_pct[-1] if results else 0
+    final_pct = max((r.demand_pct[-1] for r in results if r.demand_pct), default=0)
     document = {
         "voltpack_version": __version__,
         "config": config,
@@ -108,8 +108,12 @@ def plot_allocation(results: Sequence[RunResult], path: Path) -> None:
     figure = Figure(figsize=(7, 4.5), dpi=120)
     axes = figure.subplots()
     for name, runs in by_policy.items():
-        x = runs[0].demand_pct
-        y = [statistics.fmean(r.allocation_ratio_pct[i] for r in runs) for i in range(len(x))]
+        by_pct: dict[int, list[float]] = {}
+        for run in runs:
+            for pct, value in zip(run.demand_pct, run.allocation_ratio_pct, strict=True):
+                by_pct.setdefault(pct, []).append(value)
+        x = sorted(by_pct)
+        y = [statistics.fmean(by_pct[pct]) for pct in x]
         axes.plot(x, y, label=name, linewidth=1.4)
     axes.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8, label="ideal")
     axes.set_xlabel("arrived GPU demand (% of cluster GPUs)")

@@ -1,0 +1,124 @@
+"""Speed of the simulator and of one scheduling decision.
+
+1. Full FGD-protocol run (openb default, 130% demand, one seed) per strategy, trace loading
+   included: median of 3 wall times. Goal: at most 60 s (the reference Go simulator needs about
+   10 minutes per run on one core by its own account).
+2. Cost of one decision against cluster size: the openb cluster replicated 1x..8x, the same pod
+   sequence scheduled with best-fit; mean microseconds per decision. Goal: grows no faster than
+   linearly in the number of nodes.
+
+Usage: python benchmarks/sim_speed.py [--nodes CSV] [--trace CSV] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import save
+
+from voltpack.model.cluster import Node
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.policies.registry import make_strategy, strategy_names
+from voltpack.policies.schema import policy_for_strategy
+from voltpack.scheduler.cycle import Scheduler
+from voltpack.sim.datasets import OPENB_DEFAULT_PODS, OPENB_NODES, openb_dir
+from voltpack.sim.experiment import run_experiment
+from voltpack.sim.traces.openb import load_nodes, load_pods
+
+GOAL_S = 60.0
+REFERENCE_S = 600.0
+
+
+def full_run_seconds(nodes_path: Path, pods_path: Path, strategy: str, seed: int) -> float:
+    """Wall time of loading the trace and running the whole protocol once."""
+    started = time.perf_counter()
+    run_experiment(
+        load_nodes(nodes_path), load_pods(pods_path), policy_for_strategy(strategy), seed
+    )
+    return time.perf_counter() - started
+
+
+def decision_cost_us(nodes: list[Node], pods_path: Path, factor: int, decisions: int) -> float:
+    """Mean microseconds per best-fit decision on the cluster replicated `factor` times."""
+    replicated = [
+        node.model_copy(update={"name": f"{node.name}-x{copy}"})
+        for copy in range(factor)
+        for node in nodes
+    ]
+    pods = load_pods(pods_path)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(pods))[:decisions]
+    snapshot = ClusterSnapshot.from_nodes(replicated)
+    scheduler = Scheduler.with_random_ranks(make_strategy("best-fit"), snapshot.node_count, rng)
+    started = time.perf_counter()
+    for index in order:
+        scheduler.schedule_pod(snapshot, pods[index], rng)
+    return (time.perf_counter() - started) / len(order) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=Path, default=openb_dir() / OPENB_NODES)
+    parser.add_argument("--trace", type=Path, default=openb_dir() / OPENB_DEFAULT_PODS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+
+    runs = {}
+    for strategy in strategy_names():
+        times = [
+            full_run_seconds(args.nodes, args.trace, strategy, args.seed)
+            for _ in range(args.repeats)
+        ]
+        runs[strategy] = {"seconds": times, "median_s": statistics.median(times)}
+
+    nodes = load_nodes(args.nodes)
+    scaling = {}
+    for factor in (1, 2, 4, 8):
+        scaling[factor] = {
+            "nodes": len(nodes) * factor,
+            "us_per_decision": decision_cost_us(nodes, args.trace, factor, decisions=2000),
+        }
+    base = scaling[1]["us_per_decision"]
+
+    lines = [
+        f"# Simulator speed ({args.trace.name}, 130% demand, seed {args.seed})",
+        "",
+        f"Goal: one full run <= {GOAL_S:.0f} s; reference Go simulator ~{REFERENCE_S:.0f} s/run.",
+        "",
+        f"| strategy | median of {args.repeats} (s) | runs (s) | within goal |",
+        "|---|---:|---|---|",
+    ]
+    for strategy, figures in runs.items():
+        seconds = ", ".join(f"{s:.2f}" for s in figures["seconds"])
+        ok = "yes" if figures["median_s"] <= GOAL_S else "NO"
+        lines.append(f"| {strategy} | {figures['median_s']:.2f} | {seconds} | {ok} |")
+    lines += [
+        "",
+        "## Cost of one decision against cluster size (best-fit, 2,000 decisions)",
+        "",
+        "| nodes | us per decision | x of 1,213 nodes |",
+        "|---:|---:|---:|",
+    ]
+    for figures in scaling.values():
+        ratio = figures["us_per_decision"] / base
+        lines.append(f"| {figures['nodes']} | {figures['us_per_decision']:.0f} | {ratio:.2f} |")
+    save(
+        "sim_speed",
+        {
+            "trace": args.trace.name,
+            "goal_s": GOAL_S,
+            "reference_s": REFERENCE_S,
+            "runs": runs,
+            "decision_scaling": scaling,
+        },
+        "\n".join(lines) + "\n",
+    )
+
+
+if __name__ == "__main__":
+    main()

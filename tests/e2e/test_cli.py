@@ -1,0 +1,179 @@
+"""End-to-end: the `voltpack` command as a user runs it, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "voltpack" / "policies" / "examples"
+
+
+def voltpack(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "voltpack", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture
+def small_trace(tmp_path: Path) -> tuple[Path, Path]:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(
+            f"n{i},32000,131072,{[2, 4, 8][i % 3]},{['T4', 'V100M16'][i % 2]}\n" for i in range(12)
+        )
+    )
+    pods = tmp_path / "pods.csv"
+    rows = [
+        "p0,4000,8192,1,1000,,LS,Running,0,100,0",
+        "p1,2000,4096,1,500,,BE,Running,1,100,1",
+        "p2,8000,16384,2,1000,,LS,Running,2,100,2",
+        "p3,1000,2048,0,0,,BE,Running,3,100,3",
+        "p4,3000,4096,1,250,T4,LS,Running,4,100,4",
+        "p5,16000,32768,4,1000,,LS,Running,5,100,5",
+    ]
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+        "creation_time,deletion_time,scheduled_time\n" + "\n".join(rows) + "\n"
+    )
+    return nodes, pods
+
+
+def test_demo_compares_every_strategy_and_writes_reports(tmp_path: Path) -> None:
+    result = voltpack("demo", "--seeds", "42", "--out", str(tmp_path / "demo"), "--jobs", "2")
+    assert result.returncode == 0, result.stderr
+    for name in (
+        "random",
+        "least-allocated",
+        "dot-product",
+        "gpu-clustering",
+        "gpu-packing",
+        "best-fit",
+    ):
+        assert name in result.stdout
+    assert "93.08%" in result.stdout  # the FGD paper's best-fit anchor is shown beside ours
+    document = json.loads((tmp_path / "demo" / "results.json").read_text())
+    assert document["config"]["seeds"] == [42]
+    assert len(document["runs"]) == 6
+    best_fit = next(r for r in document["runs"] if r["strategy"] == "best-fit")
+    assert abs(best_fit["final_allocation_ratio_pct"] - 93.08) < 1.0
+    assert (tmp_path / "demo" / "allocation.png").stat().st_size > 10_000
+
+
+def test_simulate_with_policy_file_and_name(tmp_path: Path, small_trace: tuple[Path, Path]) -> None:
+    nodes, pods = small_trace
+    out = tmp_path / "out"
+    result = voltpack(
+        "simulate", "--trace", str(pods), "--nodes", str(nodes),
+        "--policy", str(EXAMPLES / "best-fit.yaml"), "--policy", "random",
+        "--seeds", "1-3", "--out", str(out), "--jobs", "1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    document = json.loads((out / "results.json").read_text())
+    assert document["voltpack_version"]
+    assert document["config"]["seeds"] == [1, 2, 3]
+    assert "strategy: best-fit" in document["policies"]["best-fit"]
+    assert {(r["strategy"], r["seed"]) for r in document["runs"]} == {
+        (s, seed) for s in ("best-fit", "random") for seed in (1, 2, 3)
+    }
+    run = document["runs"][0]
+    assert len(run["per_arrival"]["arrived_gpu_milli"]) == run["pods_arrived"]
+    assert "| best-fit |" in (out / "summary.md").read_text()
+    assert (out / "allocation.png").is_file()
+
+
+def test_simulate_rejects_bad_policy_with_field_and_allowed_values(
+    tmp_path: Path, small_trace: tuple[Path, Path]
+) -> None:
+    nodes, pods = small_trace
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: voltpack.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: x}\n"
+        "spec: {scoring: {strategy: bestfit}}\n"
+    )
+    result = voltpack(
+        "simulate", "--trace", str(pods), "--nodes", str(nodes), "--policy", str(bad),
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "spec.scoring.strategy" in result.stderr
+    assert "'bestfit'" in result.stderr
+    assert "best-fit" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_simulate_rejects_malformed_trace_with_file_line_field(
+    tmp_path: Path, small_trace: tuple[Path, Path]
+) -> None:
+    nodes, pods = small_trace
+    lines = pods.read_text().splitlines()
+    lines[3] = lines[3].replace("2,1000", "two,1000")
+    pods.write_text("\n".join(lines) + "\n")
+    result = voltpack(
+        "simulate", "--trace", str(pods), "--nodes", str(nodes), "--policy", "best-fit",
+        "--out", str(tmp_path / "out"), "--jobs", "1",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert f"{pods}:4" in result.stderr
+    assert "num_gpu" in result.stderr
+
+
+def test_simulate_rejects_unknown_policy_name(
+    tmp_path: Path, small_trace: tuple[Path, Path]
+) -> None:
+    nodes, pods = small_trace
+    result = voltpack(
+        "simulate", "--trace", str(pods), "--nodes", str(nodes), "--policy", "tetris",
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "'tetris'" in result.stderr and "gpu-packing" in result.stderr
+
+
+def test_bad_seed_list_is_refused(tmp_path: Path, small_trace: tuple[Path, Path]) -> None:
+    nodes, pods = small_trace
+    result = voltpack(
+        "simulate", "--trace", str(pods), "--nodes", str(nodes), "--policy", "random",
+        "--seeds", "51-42", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "seed" in result.stderr
+
+
+def test_policy_validate(tmp_path: Path) -> None:
+    good = voltpack("policy", "validate", str(EXAMPLES / "gpu-packing.yaml"))
+    assert good.returncode == 0, good.stderr
+    assert "valid" in good.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: voltpack.io/v9\nkind: SchedulingPolicy\nmetadata: {name: x}\n")
+    result = voltpack("policy", "validate", str(bad))
+    assert result.returncode == 1
+    assert "apiVersion" in result.stderr and "voltpack.io/v1alpha1" in result.stderr
+    assert "spec" in result.stderr
+
+
+def test_policy_strategies_lists_every_strategy() -> None:
+    result = voltpack("policy", "strategies")
+    assert result.returncode == 0
+    for name in (
+        "random",
+        "best-fit",
+        "least-allocated",
+        "dot-product",
+        "gpu-packing",
+        "gpu-clustering",
+    ):
+        assert name in result.stdout

@@ -1,0 +1,5 @@
+"""`python -m voltpack` runs the command-line interface."""
+
+from voltpack.cli import app
+
+app()
