@@ -1,0 +1,1 @@
+"""Scheduling policy: the policy-file schema and the strategies its names select."""

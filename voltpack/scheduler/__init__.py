@@ -1,0 +1,1 @@
+"""The scheduling mechanism: filter, score, select node and GPUs, gangs all-or-nothing."""

@@ -1,0 +1,1 @@
+"""The discrete-event simulator, trace loaders, the experiment protocol and reports."""
