@@ -77,7 +77,13 @@ class GpuCatalog:
     @classmethod
     def from_yaml(cls, path: Path) -> GpuCatalog:
         """Load a catalog file; raise CatalogError naming the file and the bad field."""
-        return cls._parse(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CatalogError(f"{path}: cannot read GPU catalog: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise CatalogError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        return cls._parse(text, str(path))
 
     @classmethod
     def _parse(cls, text: str, origin: str) -> GpuCatalog:

@@ -52,6 +52,11 @@ class ClusterSnapshot:
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node]) -> ClusterSnapshot:
         """Build the arrays from domain nodes (their free CPU, memory and GPU shares)."""
+        seen: set[str] = set()
+        for node in nodes:
+            if node.name in seen:
+                raise InvalidRequestError(f"node name {node.name!r} is used by two nodes")
+            seen.add(node.name)
         models = tuple(sorted({n.gpu_model for n in nodes if n.gpu_model and n.gpus}))
         model_index = {m: i for i, m in enumerate(models)}
         width = max((n.gpu_count for n in nodes), default=0)
@@ -146,22 +151,23 @@ class ClusterSnapshot:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
 
     def release(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
-        """Give back what `allocate` took."""
-        self.cpu_free_milli[node] += pod.cpu_milli
-        self.memory_free_mib[node] += pod.memory_mib
-        for gpu in gpu_indices:
-            self.gpu_free_milli[node, gpu] += pod.gpu_milli
-        if pod.num_gpu:
-            self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
+        """Give back what `allocate` took; refuse (changing nothing) to exceed capacity."""
+        gpus = list(gpu_indices)
         if (
-            self.cpu_free_milli[node] > self.cpu_capacity_milli[node]
-            or self.memory_free_mib[node] > self.memory_capacity_mib[node]
-            or (self.gpu_free_milli[node] > MILLI_PER_GPU).any()
+            self.cpu_free_milli[node] + pod.cpu_milli > self.cpu_capacity_milli[node]
+            or self.memory_free_mib[node] + pod.memory_mib > self.memory_capacity_mib[node]
+            or (self.gpu_free_milli[node, gpus] + pod.gpu_milli > MILLI_PER_GPU).any()
+            or len(set(gpus)) != len(gpus)
         ):
             raise InvalidRequestError(
                 f"release of pod {pod.name} on node {self.node_names[node]} returns more than "
                 "was allocated"
             )
+        self.cpu_free_milli[node] += pod.cpu_milli
+        self.memory_free_mib[node] += pod.memory_mib
+        self.gpu_free_milli[node, gpus] += pod.gpu_milli
+        if pod.num_gpu:
+            self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
 
     def _check_fits(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
         name = self.node_names[node]

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from voltpack.model.cluster import MILLI_PER_GPU
 
@@ -27,6 +37,28 @@ class Pod(BaseModel):
     priority: int = 0
     creation_time_s: float = 0.0
     deletion_time_s: float | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _name_the_pod(cls, data: Any, handler: ModelWrapValidatorHandler[Pod]) -> Pod:
+        """Put the pod's name into every error message, keeping each error's field."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            name = data.get("name", "?") if isinstance(data, dict) else "?"
+            errors: list[Any] = []
+            for error in exc.errors():
+                message = error["msg"].removeprefix("Value error, ")
+                if not message.startswith(f"pod {name}"):
+                    message = f"pod {name}: {message}"
+                errors.append(
+                    {
+                        "type": PydanticCustomError("pod_request", message),
+                        "loc": error["loc"],
+                        "input": error.get("input"),
+                    }
+                )
+            raise ValidationError.from_exception_data(cls.__name__, errors) from None
 
     @model_validator(mode="after")
     def _check_gpu_request(self) -> Pod:

@@ -9,14 +9,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from voltpack.model.errors import PolicyError
-from voltpack.policies.registry import strategy_names
+from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
 
 API_VERSION = "voltpack.io/v1alpha1"
 KIND = "SchedulingPolicy"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Metadata(_Strict):
@@ -29,6 +29,9 @@ class ScoringSpec(_Strict):
     """Which strategy ranks feasible nodes and picks the GPUs inside the chosen one."""
 
     strategy: str = Field(description="a strategy name; `voltpack policy strategies` lists them")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the strategy's own parameters, validated by it"
+    )
 
 
 class PolicySpec(_Strict):
@@ -46,21 +49,6 @@ class PolicyFile(_Strict):
     spec: PolicySpec
 
 
-def _describe_error(error: Any) -> str:
-    where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-    kind = error["type"]
-    if kind == "missing":
-        return f"field {where} is required"
-    if kind == "extra_forbidden":
-        return f"field {where} is not a known field; remove it or check its spelling"
-    bad = error.get("input")
-    expected = (error.get("ctx") or {}).get("expected")
-    text = f"field {where}: value {bad!r} is not valid: {error['msg']}"
-    if expected:
-        text = f"field {where}: value {bad!r} is not allowed; allowed values: {expected}"
-    return text
-
-
 def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
     """Parse and validate policy YAML; raise PolicyError naming the field, value and fix."""
     try:
@@ -74,7 +62,7 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
     try:
         policy = PolicyFile.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(_describe_error(e) for e in exc.errors())
+        problems = "; ".join(describe_validation_error(e) for e in exc.errors())
         raise PolicyError(f"{origin}: {problems}") from None
     strategy = policy.spec.scoring.strategy
     if strategy not in strategy_names():
@@ -82,6 +70,10 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
             f"{origin}: field spec.scoring.strategy: value {strategy!r} is not allowed; "
             f"allowed values: {', '.join(strategy_names())}"
         )
+    try:
+        make_strategy(strategy, policy.spec.scoring.params)
+    except PolicyError as exc:
+        raise PolicyError(f"{origin}: {exc}") from None
     return policy
 
 
@@ -91,6 +83,8 @@ def load_policy(path: Path) -> PolicyFile:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read policy file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return parse_policy(text, str(path))
 
 

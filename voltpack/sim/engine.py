@@ -91,6 +91,8 @@ class Simulator:
 
     def _arrive(self, run: _Run, index: int, time_s: float, *, retry: bool) -> None:
         pod = run.pods[index]
+        if not retry:
+            self.scheduler.observe_arrival(pod)
         decision = self.scheduler.schedule_pod(self.snapshot, pod, self.rng)
         if not decision.placed:
             if self.retry_pending:

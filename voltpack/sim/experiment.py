@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from voltpack.model.cluster import MILLI_PER_GPU, Node
+from voltpack.model.errors import InvalidRequestError
 from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
 from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
@@ -54,10 +56,14 @@ def inflate(
     demand, so CPU-only pods drawn on the way are appended too. A list already at or above the
     target is returned unchanged.
     """
+    if not math.isfinite(target_demand_ratio) or target_demand_ratio <= 0:
+        raise InvalidRequestError(
+            f"target demand ratio must be a positive number, got {target_demand_ratio}"
+        )
     target_milli = target_demand_ratio * capacity_gpu_milli
     demand_milli = sum(pod.gpu_request_milli for pod in originals)
     arrivals = list(ordered)
-    if not originals or not any(pod.num_gpu for pod in originals):
+    if demand_milli >= target_milli or not any(pod.num_gpu for pod in originals):
         return arrivals
     clone = 0
     while True:
@@ -203,7 +209,8 @@ def run_experiment(
     )
     # Same instant for every arrival: the engine keeps the list order.
     arrivals = [pod.model_copy(update={"creation_time_s": 0.0}) for pod in arrivals]
-    strategy = make_strategy(policy.spec.scoring.strategy)
+    strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
+    strategy.prime(pods)
     scheduler = Scheduler.with_random_ranks(strategy, snapshot.node_count, rng)
     fragmentation = FragmentationModel(TypicalPods.from_pods(pods), snapshot.gpu_models)
     recorder = _Recorder(

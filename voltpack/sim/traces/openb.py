@@ -27,21 +27,34 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot open: {exc.strerror}") from None
     with handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise TraceFormatError(
-                f"{path}:1: header lacks column(s) {', '.join(missing)}; "
-                f"expected at least {','.join(required)}"
-            )
-        for row in reader:
-            line = reader.line_num
-            if None in row or any(row[c] is None for c in required):
+        reader = csv.reader(handle)
+        try:
+            header = [column.strip() for column in next(reader, [])]
+            missing = [c for c in required if c not in header]
+            if missing:
                 raise TraceFormatError(
-                    f"{path}:{line}: expected {len(header)} fields, found a different number"
+                    f"{path}:1: header lacks column(s) {', '.join(missing)}; "
+                    f"expected at least {','.join(required)}"
                 )
-            yield line, row
+            for fields in reader:
+                line = reader.line_num
+                if not fields:
+                    continue
+                if len(fields) != len(header):
+                    lacking = (
+                        f"; field {header[len(fields)]} is missing"
+                        if len(fields) < len(header)
+                        else ""
+                    )
+                    raise TraceFormatError(
+                        f"{path}:{line}: expected {len(header)} fields, found {len(fields)}"
+                        + lacking
+                    )
+                yield line, dict(zip(header, fields, strict=True))
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(
+                f"{path}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
+            ) from None
 
 
 def _int_field(path: Path, line: int, row: dict[str, str], field: str) -> int:

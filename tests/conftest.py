@@ -1,0 +1,18 @@
+"""Fixtures shared by every test suite: where the repository's data files are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""The repository checkout this test file belongs to."""
+
+
+@pytest.fixture(scope="session")
+def openb_dir() -> Path:
+    """The folder of the openb trace files shipped in the repository (`data/openb`)."""
+    path = REPO_ROOT / "data" / "openb"
+    assert (path / "openb_node_list_gpu_node.csv").is_file(), f"openb data missing in {path}"
+    return path

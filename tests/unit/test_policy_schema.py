@@ -1,0 +1,187 @@
+"""Policy files: the shipped examples validate; every mistake gets a PolicyError that says
+which field is wrong, what the bad value was and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import voltpack.policies
+from voltpack.model import PolicyError
+from voltpack.policies.registry import strategy_names
+from voltpack.policies.schema import (
+    API_VERSION,
+    KIND,
+    load_policy,
+    parse_policy,
+    policy_for_strategy,
+)
+
+EXAMPLES = sorted((Path(voltpack.policies.__file__).parent / "examples").glob("*.yaml"))
+ORIGIN = "my-policy.yaml"
+VALID = f"""\
+apiVersion: {API_VERSION}
+kind: {KIND}
+metadata:
+  name: packing
+spec:
+  scoring:
+    strategy: best-fit
+"""
+
+
+def policy_error(text: str) -> str:
+    """Parse `text`, expect a PolicyError, return its message after the origin."""
+    with pytest.raises(PolicyError) as error:
+        parse_policy(text, ORIGIN)
+    message = str(error.value)
+    assert message.startswith(f"{ORIGIN}: "), message
+    return message[len(ORIGIN) + 2 :]
+
+
+def test_examples_are_named_after_strategies() -> None:
+    assert len(EXAMPLES) >= 6
+    assert {path.stem for path in EXAMPLES} <= set(strategy_names())
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[path.stem for path in EXAMPLES])
+def test_example_policy_validates(path: Path) -> None:
+    policy = load_policy(path)
+    assert policy.api_version == API_VERSION
+    assert policy.kind == KIND
+    assert policy.metadata.name == path.stem
+    assert policy.spec.scoring.strategy == path.stem
+
+
+def test_valid_policy_parses() -> None:
+    policy = parse_policy(VALID)
+    assert policy.metadata.name == "packing"
+    assert policy.spec.scoring.strategy == "best-fit"
+
+
+@pytest.mark.parametrize("name", strategy_names())
+def test_policy_for_strategy_selects_it(name: str) -> None:
+    policy = policy_for_strategy(name)
+    assert policy.spec.scoring.strategy == name
+    assert policy.metadata.name == name
+
+
+def test_unknown_strategy() -> None:
+    rest = policy_error(VALID.replace("strategy: best-fit", "strategy: worst-fit"))
+    assert "spec.scoring.strategy" in rest
+    assert "'worst-fit'" in rest
+    assert "allowed values" in rest
+    for name in strategy_names():
+        assert name in rest
+
+
+def test_strategy_names_are_case_sensitive() -> None:
+    rest = policy_error(VALID.replace("strategy: best-fit", "strategy: Best-Fit"))
+    assert "'Best-Fit'" in rest
+
+
+def test_unknown_strategy_through_policy_for_strategy() -> None:
+    with pytest.raises(PolicyError, match="worst-fit"):
+        policy_for_strategy("worst-fit")
+
+
+def test_wrong_api_version() -> None:
+    rest = policy_error(VALID.replace(API_VERSION, "voltpack.io/v2"))
+    assert "field apiVersion" in rest
+    assert "'voltpack.io/v2'" in rest
+    assert API_VERSION in rest
+
+
+def test_wrong_kind() -> None:
+    rest = policy_error(VALID.replace(f"kind: {KIND}", "kind: Deployment"))
+    assert "field kind" in rest
+    assert "'Deployment'" in rest
+    assert KIND in rest
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (VALID + "priority: high\n", "priority"),
+        (VALID.replace("  name: packing", "  name: packing\n  labels: {}"), "metadata.labels"),
+        (
+            VALID.replace("strategy: best-fit", "strategy: best-fit\n    weight: 2"),
+            "spec.scoring.weight",
+        ),
+    ],
+    ids=["top-level", "in-metadata", "in-scoring"],
+)
+def test_unknown_extra_field(text: str, field: str) -> None:
+    rest = policy_error(text)
+    assert f"field {field} is not a known field" in rest
+
+
+def test_missing_spec() -> None:
+    rest = policy_error(VALID[: VALID.index("spec:")])
+    assert "field spec is required" in rest
+
+
+def test_missing_strategy() -> None:
+    rest = policy_error(VALID.replace("    strategy: best-fit\n", "    {}\n"))
+    assert "spec.scoring" in rest
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    rest = policy_error(f"apiVersion: v0\nkind: {KIND}\nmetadata: {{name: ok}}\n")
+    assert "field apiVersion" in rest
+    assert "field spec is required" in rest
+
+
+def test_wrong_type_names_field_and_value() -> None:
+    rest = policy_error(VALID.replace("strategy: best-fit", "strategy: [best-fit]"))
+    assert "spec.scoring.strategy" in rest
+    assert "['best-fit']" in rest
+
+
+def test_invalid_yaml() -> None:
+    rest = policy_error("apiVersion: [unclosed\nkind: x\n")
+    assert "not valid YAML" in rest
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["- apiVersion: x\n- kind: y\n", "just a string\n", "", "42\n"],
+    ids=["list", "string", "empty", "number"],
+)
+def test_document_that_is_not_a_mapping(text: str) -> None:
+    rest = policy_error(text)
+    assert "YAML mapping" in rest
+
+
+@pytest.mark.parametrize(
+    "name", ["Best_Fit", "-leading-dash", "trailing-dash-", "has space", "UPPER", ""]
+)
+def test_bad_metadata_name(name: str) -> None:
+    rest = policy_error(VALID.replace("name: packing", f"name: {name!r}"))
+    assert "field metadata.name" in rest
+    if name:
+        assert repr(name) in rest
+
+
+def test_load_policy_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(PolicyError) as error:
+        load_policy(path)
+    assert str(error.value).startswith(f"{path}: cannot read policy file")
+
+
+def test_load_policy_names_the_file_in_validation_errors(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(VALID.replace("best-fit", "worst-fit"), encoding="utf-8")
+    with pytest.raises(PolicyError) as error:
+        load_policy(path)
+    assert str(error.value).startswith(f"{path}: field spec.scoring.strategy")
+
+
+def test_load_policy_file_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(b"\xff\xfe\x00 binary, not a policy")
+    with pytest.raises(PolicyError) as error:
+        load_policy(path)
+    assert str(path) in str(error.value)
