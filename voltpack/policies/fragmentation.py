@@ -11,7 +11,7 @@ make up most of the workload, weighted by how often they occur.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,8 @@ class TypicalPods:
     num_gpu: IntArray
     gpu_models: tuple[tuple[str, ...], ...]
     frequency: FloatArray
+    counts: IntArray | None = None
+    """How many observed pods had each shape (frequency = counts / counts.sum())."""
 
     @classmethod
     def from_pods(cls, pods: Sequence[Pod], coverage: float = 0.95) -> TypicalPods:
@@ -42,12 +44,21 @@ class TypicalPods:
         """
         if not pods:
             raise ValueError("typical pods need at least one pod")
-        counts = Counter(_shape_key(pod) for pod in pods)
-        ordered = sorted(counts.items(), key=lambda item: (item[1], item[0]), reverse=True)
+        return cls.from_counts(Counter(shape_key(pod) for pod in pods), coverage)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[ShapeKey, int], coverage: float = 0.95) -> TypicalPods:
+        """Like `from_pods`, from how many pods of each shape were seen (may be empty)."""
+        total = sum(counts.values())
+        ordered = sorted(
+            ((key, count) for key, count in counts.items() if count > 0),
+            key=lambda item: (item[1], item[0]),
+            reverse=True,
+        )
         taken: list[tuple[ShapeKey, int]] = []
         cumulative = 0
         for key, count in ordered:
-            if cumulative >= coverage * len(pods):
+            if cumulative >= coverage * total:
                 break
             taken.append((key, count))
             cumulative += count
@@ -57,6 +68,7 @@ class TypicalPods:
             num_gpu=np.array([k[2] for k, _ in taken], dtype=np.int64),
             gpu_models=tuple(k[3] for k, _ in taken),
             frequency=np.array([c / cumulative for _, c in taken], dtype=np.float64),
+            counts=np.array([c for _, c in taken], dtype=np.int64),
         )
 
     def __len__(self) -> int:
@@ -73,7 +85,8 @@ class TypicalPods:
         return accepts
 
 
-def _shape_key(pod: Pod) -> ShapeKey:
+def shape_key(pod: Pod) -> ShapeKey:
+    """A pod's shape: (CPU milli, per-GPU milli, GPU count, accepted models sorted)."""
     models = tuple(sorted(pod.gpu_models)) if pod.num_gpu else ()
     return (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, models)
 

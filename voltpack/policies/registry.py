@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
 from voltpack.model.errors import PolicyError
 from voltpack.policies.strategies.best_fit import BestFitStrategy
 from voltpack.policies.strategies.dot_product import DotProductStrategy
+from voltpack.policies.strategies.fgd import FgdStrategy
 from voltpack.policies.strategies.gpu_clustering import GpuClusteringStrategy
 from voltpack.policies.strategies.gpu_packing import GpuPackingStrategy
 from voltpack.policies.strategies.least_allocated import LeastAllocatedStrategy
@@ -20,6 +26,7 @@ _STRATEGIES: dict[str, type[ScoringStrategy]] = {
         DotProductStrategy,
         GpuPackingStrategy,
         GpuClusteringStrategy,
+        FgdStrategy,
     )
 }
 
@@ -34,11 +41,36 @@ def strategy_summaries() -> dict[str, str]:
     return {name: cls.summary for name, cls in _STRATEGIES.items()}
 
 
-def make_strategy(name: str) -> ScoringStrategy:
-    """A new instance of the strategy called `name`."""
+def make_strategy(name: str, params: Mapping[str, Any] | None = None) -> ScoringStrategy:
+    """A new instance of the strategy called `name`, with its parameters validated."""
     try:
-        return _STRATEGIES[name]()
+        cls = _STRATEGIES[name]
     except KeyError:
         raise PolicyError(
             f"unknown strategy {name!r}; allowed values: {', '.join(_STRATEGIES)}"
         ) from None
+    try:
+        validated = cls.Params.model_validate(dict(params or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            describe_validation_error(error, prefix="spec.scoring.params") for error in exc.errors()
+        )
+        raise PolicyError(f"strategy {name}: {problems}") from None
+    return cls(validated)
+
+
+def describe_validation_error(error: Any, prefix: str = "") -> str:
+    """One pydantic error as 'field X: value V is not allowed; allowed values: ...'."""
+    parts = [prefix] if prefix else []
+    parts += [str(part) for part in error["loc"]]
+    where = ".".join(parts) or "(top level)"
+    kind = error["type"]
+    if kind == "missing":
+        return f"field {where} is required"
+    if kind == "extra_forbidden":
+        return f"field {where} is not a known field; remove it or check its spelling"
+    bad = error.get("input")
+    expected = (error.get("ctx") or {}).get("expected")
+    if expected:
+        return f"field {where}: value {bad!r} is not allowed; allowed values: {expected}"
+    return f"field {where}: value {bad!r} is not valid: {error['msg']}"

@@ -8,9 +8,11 @@ tie-break decides between them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
@@ -19,15 +21,34 @@ from voltpack.model.workload import Pod
 MAX_NODE_SCORE = 100
 
 
+class NoParams(BaseModel):
+    """Parameters of a strategy that takes none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 class ScoringStrategy(ABC):
     """A named policy that scores feasible nodes and chooses the GPUs on the chosen node.
 
     The mechanism calls `score` with the indices of the feasible nodes (when there are at least
-    two), keeps the best-scoring node, then calls `pick_gpus` on it.
+    two), keeps the best-scoring node, then calls `pick_gpus` on it. A strategy's parameters
+    come from the policy file (`spec.scoring.params`), validated by its `Params` model.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    def prime(self, pods: Sequence[Pod]) -> None:
+        """Learn from a workload known in advance (the trace, in simulation). Default: ignore."""
+        del pods
+
+    def observe_arrival(self, pod: Pod) -> None:
+        """Learn from a pod as it arrives, before it is scheduled. Default: ignore."""
+        del pod
 
     @abstractmethod
     def score(

@@ -33,6 +33,10 @@ class Scheduler:
         """A scheduler whose tie-break order is a random permutation of the nodes."""
         return cls(strategy=strategy, tie_break_rank=rng.permutation(node_count))
 
+    def observe_arrival(self, pod: Pod) -> None:
+        """Tell the strategy a pod arrived (once per pod, before its first scheduling)."""
+        self.strategy.observe_arrival(pod)
+
     def schedule_pod(
         self, snapshot: ClusterSnapshot, pod: Pod, rng: np.random.Generator
     ) -> Decision:
@@ -108,7 +112,7 @@ class Scheduler:
         best = candidates[scores == best_score]
         node = int(best[np.argmin(self.tie_break_rank[best])])
         why = (
-            f"{self.strategy.name} score {int(best_score)}/100, best of {candidates.size} "
+            f"{self.strategy.name} score {float(best_score):.4g}, best of {candidates.size} "
             "feasible nodes"
         )
         if best.size > 1:

@@ -1,0 +1,100 @@
+"""FGD: fragmentation gradient descent (Weng et al., ATC'23)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from voltpack.model.snapshot import ClusterSnapshot, IntArray
+from voltpack.model.workload import Pod
+from voltpack.policies.fragmentation_gradient import FragmentationGradient, Gradient
+from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy, truncate_scores
+from voltpack.policies.workload_shapes import ShapeWindow
+
+
+class FgdParams(BaseModel):
+    """Where FGD's typical pod shapes come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shapes: Literal["observed", "primed"] = Field(
+        default="observed",
+        description=(
+            "observed: a sliding window of recent arrivals (seeded with any primed workload); "
+            "primed: fixed to the workload the driver primes with (the trace, as in the paper)"
+        ),
+    )
+    window_pods: int = Field(default=5000, ge=10, description="arrivals in the sliding window")
+    coverage: float = Field(
+        default=0.95, gt=0, le=1, description="share of the window the typical shapes cover"
+    )
+    refresh_every_pods: int = Field(
+        default=500, ge=1, description="arrivals between rebuilds of the typical shapes"
+    )
+
+
+class FgdStrategy(ScoringStrategy):
+    """FGD picks the node and GPU whose placement increases the expected fragmentation least."""
+
+    name = "fgd"
+    summary = (
+        "FGD picks the node and GPU whose placement increases the cluster's expected GPU "
+        "fragmentation (against the workload's typical pod shapes) the least."
+    )
+    Params = FgdParams
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        config = params if isinstance(params, FgdParams) else FgdParams()
+        super().__init__(config)
+        self._config = config
+        self._window = ShapeWindow(self._config.window_pods)
+        self._primed = False
+        self._since_refresh = 0
+        self._gradient: FragmentationGradient | None = None
+        self._models: tuple[str, ...] | None = None
+
+    def prime(self, pods: Sequence[Pod]) -> None:
+        """Seed the shapes with a known workload (all of it when the shapes are 'primed')."""
+        if self._config.shapes == "primed":
+            self._window = ShapeWindow(max(self._config.window_pods, len(pods)))
+        self._window.extend(pods)
+        self._primed = True
+        self._gradient = None
+
+    def observe_arrival(self, pod: Pod) -> None:
+        """Count the arrival (unless the shapes are fixed to a primed workload)."""
+        if self._config.shapes == "primed" and self._primed:
+            return
+        self._window.add(pod)
+        self._since_refresh += 1
+        if self._since_refresh >= self._config.refresh_every_pods or self._gradient is None:
+            self._gradient = None
+            self._since_refresh = 0
+
+    def gradient(self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray) -> Gradient:
+        """The fragmentation gradient of placing `pod` on each candidate."""
+        if self._gradient is None or self._models != snapshot.gpu_models:
+            self._gradient = FragmentationGradient(
+                self._window.typical(self._config.coverage), snapshot.gpu_models
+            )
+            self._models = snapshot.gpu_models
+        return self._gradient.gradient(snapshot, pod, candidates)
+
+    def score(
+        self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray, rng: np.random.Generator
+    ) -> IntArray:
+        """100 x sigmoid(fragmentation decrease in GPUs), truncated: 50 means no change."""
+        decrease_gpus = -self.gradient(snapshot, pod, candidates).delta_milli() / 1000.0
+        return truncate_scores(MAX_NODE_SCORE / (1.0 + np.exp(-decrease_gpus)))
+
+    def pick_gpus(
+        self, snapshot: ClusterSnapshot, node: int, pod: Pod, rng: np.random.Generator
+    ) -> tuple[int, ...]:
+        """For a GPU share, the GPU that adds least fragmentation; whole GPUs: first idle."""
+        if pod.is_gpu_sharing:
+            best = self.gradient(snapshot, pod, np.array([node], dtype=np.int64)).best_gpu
+            return (int(best[0]),)
+        return super().pick_gpus(snapshot, node, pod, rng)
