@@ -16,11 +16,12 @@ from pathlib import Path
 
 from _common import save
 
-from voltpack.policies.schema import policy_for_strategy
+from voltpack.policies.schema import PolicyFile, load_policy, policy_for_strategy
 from voltpack.sim.datasets import FGD_PAPER_POLICY, OPENB_NODES, fgd_paper_allocation_pct, openb_dir
 from voltpack.sim.runner import ExperimentPlan, run_plan
 
 GOAL_PP = 0.5
+EXAMPLES = Path(__file__).resolve().parents[1] / "voltpack" / "policies" / "examples"
 ALL_TRACES = (
     "default",
     "cpu050",
@@ -32,6 +33,13 @@ ALL_TRACES = (
     "multigpu20",
     "multigpu50",
 )
+
+
+def paper_policy(strategy: str) -> PolicyFile:
+    """The strategy as the paper ran it: FGD with shapes fixed to the trace."""
+    if strategy == "fgd":
+        return load_policy(EXAMPLES / "fgd-paper.yaml")
+    return policy_for_strategy(strategy)
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -46,9 +54,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--data", type=Path, default=openb_dir())
     parser.add_argument("--name", default="fidelity_openb")
+    parser.add_argument(
+        "--strategies", default="random,dot-product,gpu-clustering,gpu-packing,best-fit"
+    )
     args = parser.parse_args()
     traces = ALL_TRACES if args.traces == "all" else tuple(args.traces.split(","))
-    strategies = [s for s in FGD_PAPER_POLICY if s != "fgd"]
+    strategies = args.strategies.split(",")
+    unknown = [s for s in strategies if s not in FGD_PAPER_POLICY]
+    if unknown:
+        parser.error(f"no paper figures for {unknown}; choose from {list(FGD_PAPER_POLICY)}")
     seeds = parse_seeds(args.seeds)
 
     rows = []
@@ -57,7 +71,7 @@ def main() -> None:
         plan = ExperimentPlan(
             nodes_path=args.data / OPENB_NODES,
             pods_path=args.data / f"{workload}.csv",
-            policies=tuple(policy_for_strategy(s) for s in strategies),
+            policies=tuple(paper_policy(s) for s in strategies),
             seeds=seeds,
         )
         results = run_plan(plan, jobs=args.jobs)
