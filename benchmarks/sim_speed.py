@@ -3,7 +3,9 @@
 1. Full FGD-protocol run (openb default, 130% demand, one seed) per strategy, trace loading
    included: median of 3 wall times. Goal: at most 60 s (the reference Go simulator needs about
    10 minutes per run on one core by its own account).
-2. Cost of one decision against cluster size: the openb cluster replicated 1x..8x, the same pod
+2. One decision on a 10,000-node cluster (openb node mix cycled), per strategy: median and
+   p95 of 1,000 timed decisions after warming. Goal: median at most 5 ms.
+3. Cost of one decision against cluster size: the openb cluster replicated 1x..8x, the same pod
    sequence scheduled with best-fit; mean microseconds per decision. Goal: grows no faster than
    linearly in the number of nodes.
 
@@ -30,6 +32,8 @@ from voltpack.sim.experiment import run_experiment
 from voltpack.sim.traces.openb import load_nodes, load_pods
 
 GOAL_S = 60.0
+LATENCY_NODES = 10_000
+LATENCY_GOAL_MS = 5.0
 REFERENCE_S = 600.0
 
 
@@ -60,12 +64,44 @@ def decision_cost_us(nodes: list[Node], pods_path: Path, factor: int, decisions:
     return (time.perf_counter() - started) / len(order) * 1e6
 
 
+def decision_latency_ms(
+    nodes: list[Node], pods_path: Path, strategy: str, node_count: int, warm: int, timed: int
+) -> dict[str, float]:
+    """Median and p95 of single decisions on `node_count` nodes (the node mix cycled)."""
+    cluster = [
+        nodes[i % len(nodes)].model_copy(update={"name": f"node-{i:05d}"})
+        for i in range(node_count)
+    ]
+    pods = load_pods(pods_path)
+    rng = np.random.default_rng(1)
+    snapshot = ClusterSnapshot.from_nodes(cluster)
+    chosen = make_strategy(strategy)
+    chosen.prime(pods)
+    scheduler = Scheduler.with_random_ranks(chosen, snapshot.node_count, rng)
+    sequence = [pods[i] for i in rng.integers(len(pods), size=warm + timed)]
+    for pod in sequence[:warm]:
+        scheduler.observe_arrival(pod)
+        scheduler.schedule_pod(snapshot, pod, rng)
+    latencies = []
+    for pod in sequence[warm:]:
+        started = time.perf_counter()
+        scheduler.observe_arrival(pod)
+        scheduler.schedule_pod(snapshot, pod, rng)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return {
+        "median_ms": statistics.median(latencies),
+        "p95_ms": float(np.percentile(latencies, 95)),
+        "allocated_gpu_pct": 100 * snapshot.allocated_gpu_milli() / (snapshot.total_gpus * 1000),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=Path, default=openb_dir() / OPENB_NODES)
     parser.add_argument("--trace", type=Path, default=openb_dir() / OPENB_DEFAULT_PODS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--warm", type=int, default=20_000, help="pods placed before timing")
     args = parser.parse_args()
 
     runs = {}
@@ -84,6 +120,12 @@ def main() -> None:
             "us_per_decision": decision_cost_us(nodes, args.trace, factor, decisions=2000),
         }
     base = scaling[1]["us_per_decision"]
+    latency = {
+        strategy: decision_latency_ms(
+            nodes, args.trace, strategy, LATENCY_NODES, warm=args.warm, timed=1000
+        )
+        for strategy in strategy_names()
+    }
 
     lines = [
         f"# Simulator speed ({args.trace.name}, 130% demand, seed {args.seed})",
@@ -107,6 +149,22 @@ def main() -> None:
     for figures in scaling.values():
         ratio = figures["us_per_decision"] / base
         lines.append(f"| {figures['nodes']} | {figures['us_per_decision']:.0f} | {ratio:.2f} |")
+    lines += [
+        "",
+        f"## One decision on a {LATENCY_NODES:,}-node cluster (openb node mix cycled; "
+        f"{args.warm:,} pods placed first, then 1,000 timed)",
+        "",
+        f"Goal: median <= {LATENCY_GOAL_MS:.0f} ms.",
+        "",
+        "| strategy | median (ms) | p95 (ms) | GPUs allocated while timed | within goal |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for strategy, figures in latency.items():
+        ok = "yes" if figures["median_ms"] <= LATENCY_GOAL_MS else "NO"
+        lines.append(
+            f"| {strategy} | {figures['median_ms']:.2f} | {figures['p95_ms']:.2f} | "
+            f"{figures['allocated_gpu_pct']:.0f}% | {ok} |"
+        )
     save(
         "sim_speed",
         {
@@ -115,6 +173,7 @@ def main() -> None:
             "reference_s": REFERENCE_S,
             "runs": runs,
             "decision_scaling": scaling,
+            "decision_latency_10k_nodes": latency,
         },
         "\n".join(lines) + "\n",
     )
