@@ -15,7 +15,12 @@ from rich.table import Table
 from voltpack import __version__
 from voltpack.model.errors import VoltpackError
 from voltpack.policies.registry import strategy_names, strategy_summaries
-from voltpack.policies.schema import PolicyFile, load_policy, policy_for_strategy
+from voltpack.policies.schema import (
+    PolicyFile,
+    example_policy_path,
+    load_policy,
+    policy_for_strategy,
+)
 from voltpack.sim.datasets import (
     OPENB_DEFAULT_PODS,
     OPENB_NODES,
@@ -32,14 +37,16 @@ app.add_typer(policy_app, name="policy")
 console = Console()
 err_console = Console(stderr=True)
 
-DEMO_STRATEGIES = (
+DEMO_POLICIES = (
     "random",
     "least-allocated",
     "dot-product",
     "gpu-clustering",
     "gpu-packing",
     "best-fit",
+    "fgd-paper",
 )
+"""Example policies (`voltpack/policies/examples/<name>.yaml`) that `voltpack demo` compares."""
 
 
 _ORDERS: dict[str, ArrivalOrder] = {"shuffle": "shuffle", "creation": "creation"}
@@ -171,7 +178,7 @@ def demo(
     """Compare the scheduling strategies on the openb production trace (about a minute)."""
     try:
         folder = openb_dir()
-        policies = [policy_for_strategy(name) for name in DEMO_STRATEGIES]
+        policies = [load_policy(example_policy_path(name)) for name in DEMO_POLICIES]
         plan = ExperimentPlan(
             nodes_path=folder / OPENB_NODES,
             pods_path=folder / OPENB_DEFAULT_PODS,
@@ -182,7 +189,9 @@ def demo(
             f"voltpack {__version__} demo: {len(policies)} strategies x {len(plan.seeds)} seeds "
             "on openb (1,213 nodes, 6,212 GPUs), demand inflated to 130% of GPU capacity"
         )
-        texts = {p.metadata.name: p.model_dump_json(by_alias=True) for p in policies}
+        texts = {
+            name: example_policy_path(name).read_text(encoding="utf-8") for name in DEMO_POLICIES
+        }
         _run_and_report(plan, texts, out, jobs or _default_jobs())
     except VoltpackError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")

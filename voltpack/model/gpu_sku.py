@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from voltpack.model.errors import CatalogError
+from voltpack.model.text_files import read_user_text
 
 Vendor = Literal["nvidia", "amd", "unknown"]
 
@@ -77,13 +78,7 @@ class GpuCatalog:
     @classmethod
     def from_yaml(cls, path: Path) -> GpuCatalog:
         """Load a catalog file; raise CatalogError naming the file and the bad field."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CatalogError(f"{path}: cannot read GPU catalog: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise CatalogError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-        return cls._parse(text, str(path))
+        return cls._parse(read_user_text(path, "GPU catalog", CatalogError), str(path))
 
     @classmethod
     def _parse(cls, text: str, origin: str) -> GpuCatalog:

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from voltpack.model.errors import PolicyError
+from voltpack.model.text_files import read_user_text
 from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
 
 API_VERSION = "voltpack.io/v1alpha1"
@@ -79,13 +80,7 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
 
 def load_policy(path: Path) -> PolicyFile:
     """Read and validate a policy file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return parse_policy(text, str(path))
+    return parse_policy(read_user_text(path, "policy file", PolicyError), str(path))
 
 
 def policy_for_strategy(strategy: str) -> PolicyFile:
@@ -94,3 +89,11 @@ def policy_for_strategy(strategy: str) -> PolicyFile:
         f"apiVersion: {API_VERSION}\nkind: {KIND}\nmetadata: {{name: {strategy}}}\n"
         f"spec: {{scoring: {{strategy: {strategy}}}}}\n"
     )
+
+
+def example_policy_path(name: str) -> Path:
+    """The example policy file shipped as `voltpack/policies/examples/<name>.yaml`."""
+    path = Path(__file__).resolve().parent / "examples" / f"{name}.yaml"
+    if not path.is_file():
+        raise PolicyError(f"no example policy called {name!r} (looked for {path})")
+    return path
