@@ -1,0 +1,67 @@
+"""voltpack's Kubernetes resources (group voltpack.io, version v1alpha1): spec and status models.
+
+These pydantic models are the one source of truth: the CRDs' OpenAPI schemas are generated from
+them (`make crds`), and the operator parses resources with them.
+"""
+
+from voltpack.model.resources.common import API_GROUP, API_VERSION, Condition, ResourceKind
+from voltpack.model.resources.gpujob import GpuJobSpec, GpuJobStatus
+from voltpack.model.resources.gpunode import GpuNodeSpec, GpuNodeStatus
+from voltpack.model.resources.powerbudget import PowerBudgetSpec, PowerBudgetStatus
+from voltpack.model.resources.queue import QueueSpec, QueueStatus
+
+RESOURCE_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind(
+        kind="GPUNode",
+        plural="gpunodes",
+        short_names=("gn",),
+        namespaced=False,
+        spec=GpuNodeSpec,
+        status=GpuNodeStatus,
+        description="A GPU node: inventory, topology and power state (status), desired power "
+        "and clock settings per GPU (spec, applied by the node agent).",
+    ),
+    ResourceKind(
+        kind="GPUJob",
+        plural="gpujobs",
+        short_names=("gj",),
+        namespaced=True,
+        spec=GpuJobSpec,
+        status=GpuJobStatus,
+        description="A gang of workers placed all-or-nothing by voltpack.",
+    ),
+    ResourceKind(
+        kind="Queue",
+        plural="queues",
+        short_names=("vq",),
+        namespaced=False,
+        spec=QueueSpec,
+        status=QueueStatus,
+        description="A scheduling queue: GPU quotas per model, a fair-share weight, a parent.",
+    ),
+    ResourceKind(
+        kind="PowerBudget",
+        plural="powerbudgets",
+        short_names=("pb",),
+        namespaced=False,
+        spec=PowerBudgetSpec,
+        status=PowerBudgetStatus,
+        description="A power domain (nodes selected by labels) with a budget in watts.",
+    ),
+)
+
+__all__ = [
+    "API_GROUP",
+    "API_VERSION",
+    "RESOURCE_KINDS",
+    "Condition",
+    "GpuJobSpec",
+    "GpuJobStatus",
+    "GpuNodeSpec",
+    "GpuNodeStatus",
+    "PowerBudgetSpec",
+    "PowerBudgetStatus",
+    "QueueSpec",
+    "QueueStatus",
+    "ResourceKind",
+]

@@ -1,0 +1,1 @@
+"""Kubernetes adapters: CRDs, watches and caches, reconcilers, the binder, leader election."""
