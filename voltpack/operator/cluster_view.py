@@ -1,0 +1,126 @@
+"""From the cached Kubernetes objects to what the scheduling core needs: a snapshot and the
+pending work, grouped into gangs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from voltpack.model.errors import InvalidRequestError
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.workload import Pod, PodGroup
+from voltpack.operator.conventions import (
+    MIN_MEMBERS_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    SCHEDULER_NAME,
+)
+from voltpack.operator.translate import gpu_indices, node_from_k8s, pod_from_k8s, pod_key
+from voltpack.policies.strategy import pick_best_fit_gpus
+
+log = logging.getLogger(__name__)
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass
+class PendingWork:
+    """Gangs waiting for voltpack, and pods held back this cycle (with the reason)."""
+
+    groups: list[PodGroup] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)
+
+
+def _is_active(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+
+
+def build_snapshot(
+    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]
+) -> ClusterSnapshot:
+    """The cluster's free resources: node capacity minus every bound, still-running pod.
+
+    Nodes are ordered by name, so the same cluster gives the same snapshot whatever order the
+    API listed it in.
+    GPU shares go to the GPUs voltpack recorded on the pod; pods bound by someone else get the
+    best-fitting GPUs (what the device plugin would most likely have given them).
+    """
+    ready = sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name)
+    snapshot = ClusterSnapshot.from_nodes(ready)
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or not _is_active(pod):
+            continue
+        try:
+            node = snapshot.node_index(node_name)
+        except KeyError:
+            continue  # a node voltpack does not know (deleted, or not yet in the cache)
+        try:
+            request = pod_from_k8s(pod)
+            gpus = gpu_indices(pod) or pick_best_fit_gpus(snapshot, node, request)
+            snapshot.allocate(node, request, gpus)
+        except InvalidRequestError as exc:
+            log.warning("pod %s on %s not accounted: %s", pod_key(pod), node_name, exc)
+    return snapshot
+
+
+def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
+    """Unbound pods for voltpack, grouped by `voltpack.io/pod-group` (a pod alone otherwise).
+
+    Groups come out oldest first (by their first member's creation time), then by name.
+    """
+    work = PendingWork()
+    members: dict[str, list[tuple[dict[str, Any], Pod]]] = {}
+    minimum: dict[str, int] = {}
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        meta = pod["metadata"]
+        if spec.get("schedulerName") != SCHEDULER_NAME or spec.get("nodeName"):
+            continue
+        if meta.get("deletionTimestamp") or not _is_active(pod):
+            continue
+        key = pod_key(pod)
+        annotations = meta.get("annotations") or {}
+        try:
+            request = pod_from_k8s(pod)
+        except InvalidRequestError as exc:
+            work.held[key] = str(exc)
+            continue
+        group = annotations.get(POD_GROUP_ANNOTATION)
+        group_key = f"{meta.get('namespace', 'default')}/{group}" if group else key
+        members.setdefault(group_key, []).append((pod, request))
+        if group and MIN_MEMBERS_ANNOTATION in annotations:
+            try:
+                minimum[group_key] = int(annotations[MIN_MEMBERS_ANNOTATION])
+            except ValueError:
+                work.held[key] = (
+                    f"pod {key}: annotation {MIN_MEMBERS_ANNOTATION}="
+                    f"{annotations[MIN_MEMBERS_ANNOTATION]!r} is not an integer"
+                )
+    ordered = sorted(
+        members.items(),
+        key=lambda item: (
+            min(p["metadata"].get("creationTimestamp") or "" for p, _ in item[1]),
+            item[0],
+        ),
+    )
+    for group_key, entries in ordered:
+        entries.sort(key=lambda entry: entry[1].name)
+        wanted = minimum.get(group_key, len(entries))
+        if wanted > len(entries):
+            # not every member exists yet: a gang waits until it can be placed whole
+            for _, request in entries:
+                work.held.setdefault(
+                    request.name,
+                    f"gang {group_key}: {len(entries)} of {wanted} members exist; waiting",
+                )
+            continue
+        work.groups.append(
+            PodGroup(
+                name=group_key,
+                pods=tuple(request for _, request in entries),
+                min_member=max(wanted, 1),
+            )
+        )
+    return work

@@ -1,0 +1,20 @@
+"""Names voltpack uses on Kubernetes objects: scheduler name, labels, annotations, resources."""
+
+SCHEDULER_NAME = "voltpack"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+"""Extended resource of whole GPUs (as the NVIDIA device plugin advertises them)."""
+
+GPU_MODEL_LABELS = ("voltpack.io/gpu-model", "nvidia.com/gpu.product")
+"""Node labels that name the GPU model, in order of preference."""
+
+POD_GROUP_ANNOTATION = "voltpack.io/pod-group"
+MIN_MEMBERS_ANNOTATION = "voltpack.io/min-members"
+GPU_MILLI_ANNOTATION = "voltpack.io/gpu-milli"
+"""A share of one GPU in milli-GPU (1..999); the pod then asks for no `nvidia.com/gpu`."""
+GPU_MODELS_ANNOTATION = "voltpack.io/gpu-models"
+"""Accepted GPU models, separated by `|`."""
+GPU_INDICES_ANNOTATION = "voltpack.io/gpu-indices"
+"""Written by voltpack before binding: the GPU indices the pod was given, e.g. `0,3`."""
+DURATION_ANNOTATION = "voltpack.io/duration-seconds"
+"""Trace replay: how long the emulator lets the pod run."""

@@ -1,0 +1,40 @@
+"""Small helpers over the official `kubernetes` client: plain-dict replies and API errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+
+def call_json(function: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call a client method without model deserialisation; return the reply as a dict.
+
+    The client cannot parse some replies a real API server sends (e.g. the `Status` a
+    `pods/binding` create returns, kubernetes-client/python#825), so voltpack reads them raw.
+    """
+    response = function(*args, _preload_content=False, **kwargs)
+    data = response.data
+    if not data:
+        return {}
+    parsed = json.loads(data)
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def status_code(error: Exception) -> int | None:
+    """HTTP status of an API error, None for other errors."""
+    return error.status if isinstance(error, ApiException) else None
+
+
+def api_message(error: Exception) -> str:
+    """The `message` of a v1 Status body, or the error text."""
+    if isinstance(error, ApiException) and error.body:
+        try:
+            body = json.loads(error.body)
+        except (ValueError, TypeError):
+            return str(error.body)
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+    return str(error)

@@ -1,0 +1,140 @@
+"""Leader election with a coordination.k8s.io/v1 Lease, so two replicas never both bind.
+
+A replica is leader while the Lease names it and its last renewal is younger than the lease
+duration. Every write goes through the Lease's resourceVersion (optimistic concurrency), so of
+two replicas racing for an expired Lease exactly one wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes.client import CoordinationV1Api
+
+from voltpack.operator.kube import call_json, status_code
+
+log = logging.getLogger(__name__)
+
+MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _format(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(MICROTIME)
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    for pattern in (MICROTIME, "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, pattern).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+class LeaderElector:
+    """Acquires and renews one Lease for `identity`."""
+
+    def __init__(
+        self,
+        api: CoordinationV1Api,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration_s: int = 15,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration_s = lease_duration_s
+        self.clock = clock
+        self._valid_until: datetime | None = None
+
+    def is_leader(self) -> bool:
+        """True while this replica's last successful renewal has not expired."""
+        return self._valid_until is not None and self.clock() < self._valid_until
+
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt; True if this replica holds the Lease afterwards."""
+        now = self.clock()
+        try:
+            lease = call_json(self.api.read_namespaced_lease, self.name, self.namespace)
+        except Exception as error:
+            if status_code(error) != 404:
+                log.warning("lease %s: cannot read: %s", self.name, error)
+                return self._lost()
+            return self._create(now)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
+        duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+        expired = renewed is None or now >= renewed + duration
+        if holder and holder != self.identity and not expired:
+            return self._lost()
+        new_spec: dict[str, Any] = {
+            **spec,
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_duration_s,
+            "renewTime": _format(now),
+        }
+        if holder != self.identity:
+            new_spec["acquireTime"] = _format(now)
+            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        body = {**lease, "spec": new_spec}
+        try:
+            call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body)
+        except Exception as error:
+            log.info("lease %s: lost the race: %s", self.name, error)
+            return self._lost()
+        return self._won(now)
+
+    def release(self) -> None:
+        """Give the Lease up (graceful shutdown), so a standby takes over at once."""
+        if not self.is_leader():
+            return
+        try:
+            lease = call_json(self.api.read_namespaced_lease, self.name, self.namespace)
+            spec = {**(lease.get("spec") or {}), "holderIdentity": None, "renewTime": None}
+            call_json(
+                self.api.replace_namespaced_lease,
+                self.name,
+                self.namespace,
+                {**lease, "spec": spec},
+            )
+        except Exception as error:
+            log.warning("lease %s: release failed: %s", self.name, error)
+        self._valid_until = None
+
+    def _create(self, now: datetime) -> bool:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": self.lease_duration_s,
+                "acquireTime": _format(now),
+                "renewTime": _format(now),
+                "leaseTransitions": 0,
+            },
+        }
+        try:
+            call_json(self.api.create_namespaced_lease, self.namespace, body)
+        except Exception as error:
+            log.info("lease %s: not created: %s", self.name, error)
+            return self._lost()
+        return self._won(now)
+
+    def _won(self, now: datetime) -> bool:
+        self._valid_until = now + timedelta(seconds=self.lease_duration_s)
+        return True
+
+    def _lost(self) -> bool:
+        self._valid_until = None
+        return False

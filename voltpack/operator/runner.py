@@ -1,0 +1,153 @@
+"""The operator process: caches, leader election, and the scheduling loop.
+
+Level-triggered: every cycle starts from the caches (the cluster as it is), so after a crash or
+a failover a new leader simply carries on; nothing lives only in memory except the Event
+de-duplication and the strategy's observed workload.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api
+
+from voltpack.operator.binder import bind_gang, record_event
+from voltpack.operator.cache import ResourceCache
+from voltpack.operator.cluster_view import build_snapshot, pending_work
+from voltpack.operator.conventions import GPU_INDICES_ANNOTATION
+from voltpack.operator.cycle import CyclePlan, plan_cycle
+from voltpack.operator.leader import LeaderElector
+from voltpack.policies.registry import make_strategy
+from voltpack.policies.schema import PolicyFile
+from voltpack.scheduler.cycle import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """How one operator replica runs."""
+
+    policy: PolicyFile
+    identity: str
+    namespace: str = "voltpack-system"
+    lease_name: str = "voltpack-scheduler"
+    seed: int = 0
+    cycle_interval_s: float = 1.0
+    lease_duration_s: int = 15
+
+
+@dataclass
+class OperatorStats:
+    """What the operator has done, for logs, tests and benchmarks."""
+
+    cycles: int = 0
+    bound: int = 0
+    bind_failures: int = 0
+    events: int = 0
+    failed_cycles: int = 0
+    last_plan: CyclePlan | None = field(default=None, repr=False)
+
+
+class Operator:
+    """One replica; only the Lease holder writes bindings and Events."""
+
+    def __init__(self, api_client: ApiClient, config: OperatorConfig) -> None:
+        self.config = config
+        self.core = CoreV1Api(api_client)
+        self.nodes = ResourceCache("nodes", self.core.list_node)
+        self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces)
+        self.elector = LeaderElector(
+            CoordinationV1Api(api_client),
+            config.namespace,
+            config.lease_name,
+            config.identity,
+            config.lease_duration_s,
+        )
+        self._strategy = make_strategy(
+            config.policy.spec.scoring.strategy, config.policy.spec.scoring.params
+        )
+        self._scheduler: Scheduler | None = None
+        self._node_names: tuple[str, ...] = ()
+        self._rng = np.random.default_rng(config.seed)
+        self._observed: set[str] = set()
+        self._last_event: dict[str, str] = {}
+        self.stats = OperatorStats()
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until `stop` is set; then give up the Lease."""
+        self.nodes.start(stop)
+        self.pods.start(stop)
+        self.nodes.wait_synced(30)
+        self.pods.wait_synced(30)
+        renew_every_s = max(self.config.lease_duration_s / 3, 0.2)
+        next_renewal = 0.0
+        try:
+            while not stop.is_set():
+                if time.monotonic() >= next_renewal:
+                    self.elector.try_acquire_or_renew()
+                    next_renewal = time.monotonic() + renew_every_s
+                if self.elector.is_leader():
+                    self.nodes.changed.clear()
+                    self.pods.changed.clear()
+                    self._cycle_safely()
+                until_renewal = max(next_renewal - time.monotonic(), 0.0)
+                self.pods.changed.wait(min(self.config.cycle_interval_s, until_renewal))
+        finally:
+            self.elector.release()
+
+    def _cycle_safely(self) -> None:
+        try:
+            self.run_cycle()
+        except Exception:  # a cycle must never take the operator down
+            self.stats.failed_cycles += 1
+            log.exception("scheduling cycle failed; retrying next cycle")
+
+    def run_cycle(self) -> CyclePlan:
+        """One cycle: snapshot the caches, decide, and (as leader) bind and report."""
+        nodes = self.nodes.items()
+        pods = self.pods.items()
+        snapshot = build_snapshot(nodes, pods)
+        if snapshot.node_names != self._node_names or self._scheduler is None:
+            rank_rng = np.random.default_rng(self.config.seed)
+            self._scheduler = Scheduler.with_random_ranks(
+                self._strategy, snapshot.node_count, rank_rng
+            )
+            self._node_names = snapshot.node_names
+        plan = plan_cycle(self._scheduler, snapshot, pending_work(pods), self._rng, self._observed)
+        self.stats.cycles += 1
+        self.stats.last_plan = plan
+        if not self.elector.is_leader():
+            return plan
+        by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
+        for gang in plan.gangs:
+            failures = bind_gang(self.core, gang)
+            self.stats.bind_failures += len(failures)
+            for placement in gang:
+                if placement.pod in failures:
+                    plan.unplaced[placement.pod] = failures[placement.pod]
+                    continue
+                self.stats.bound += 1
+                self._last_event.pop(placement.pod, None)
+                self._assume_bound(by_key.get(placement.pod), placement.node, placement.gpu_indices)
+        for key, reason in plan.unplaced.items():
+            pod = by_key.get(key)
+            if pod is not None and self._last_event.get(key) != reason:
+                record_event(self.core, pod, "FailedScheduling", reason)
+                self._last_event[key] = reason
+                self.stats.events += 1
+        return plan
+
+    def _assume_bound(self, pod: dict[str, Any] | None, node: str, gpus: tuple[int, ...]) -> None:
+        if pod is None:
+            return
+        pod.setdefault("spec", {})["nodeName"] = node
+        annotations = pod["metadata"].setdefault("annotations", {}) or {}
+        annotations[GPU_INDICES_ANNOTATION] = ",".join(str(g) for g in gpus)
+        pod["metadata"]["annotations"] = annotations
+        self.pods.assume(pod)

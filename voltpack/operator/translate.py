@@ -1,0 +1,135 @@
+"""Kubernetes objects (as the API returns them, plain dicts) to voltpack's domain types."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+from pydantic import ValidationError
+
+from voltpack.model.cluster import MILLI_PER_GPU, Node
+from voltpack.model.errors import InvalidRequestError
+from voltpack.model.workload import Pod
+from voltpack.operator.conventions import (
+    GPU_INDICES_ANNOTATION,
+    GPU_MILLI_ANNOTATION,
+    GPU_MODEL_LABELS,
+    GPU_MODELS_ANNOTATION,
+    GPU_RESOURCE,
+)
+
+MIB = 2**20
+
+
+def pod_key(pod: dict[str, Any]) -> str:
+    """`namespace/name` of a pod object."""
+    meta = pod["metadata"]
+    return f"{meta.get('namespace', 'default')}/{meta['name']}"
+
+
+def _quantity(value: Any, where: str) -> Decimal:
+    try:
+        return Decimal(parse_quantity(value))
+    except (ValueError, TypeError):
+        raise InvalidRequestError(f"{where}: {value!r} is not a Kubernetes quantity") from None
+
+
+def _sum_resource(pod: dict[str, Any], resource: str, key: str) -> Decimal:
+    total = Decimal(0)
+    for index, container in enumerate(pod.get("spec", {}).get("containers") or []):
+        resources = container.get("resources") or {}
+        amounts = resources.get("requests") or {}
+        value = amounts.get(resource, (resources.get("limits") or {}).get(resource))
+        if value is not None:
+            total += _quantity(value, f"pod {key}: containers[{index}] {resource}")
+    return total
+
+
+def pod_from_k8s(pod: dict[str, Any]) -> Pod:
+    """The voltpack request of a pod: CPU and memory requests, whole GPUs or a GPU share.
+
+    Raises InvalidRequestError naming the pod and the field when the pod asks for something
+    voltpack cannot understand.
+    """
+    key = pod_key(pod)
+    annotations = pod["metadata"].get("annotations") or {}
+    num_gpu = int(_sum_resource(pod, GPU_RESOURCE, key))
+    gpu_milli = MILLI_PER_GPU if num_gpu else 0
+    share = annotations.get(GPU_MILLI_ANNOTATION)
+    if share is not None:
+        try:
+            gpu_milli = int(share)
+        except ValueError:
+            raise InvalidRequestError(
+                f"pod {key}: annotation {GPU_MILLI_ANNOTATION}={share!r} is not an integer"
+            ) from None
+        if not 1 <= gpu_milli <= MILLI_PER_GPU or num_gpu > 1:
+            raise InvalidRequestError(
+                f"pod {key}: annotation {GPU_MILLI_ANNOTATION}={share} needs a value in "
+                f"1..1000 and at most one {GPU_RESOURCE}"
+            )
+        num_gpu = 1
+    models = tuple(m for m in (annotations.get(GPU_MODELS_ANNOTATION) or "").split("|") if m)
+    try:
+        return Pod(
+            name=key,
+            cpu_milli=int(_sum_resource(pod, "cpu", key) * 1000),
+            memory_mib=int(_sum_resource(pod, "memory", key) / MIB),
+            num_gpu=num_gpu,
+            gpu_milli=gpu_milli,
+            gpu_models=models,
+            priority=int(pod.get("spec", {}).get("priority") or 0),
+        )
+    except ValidationError as exc:
+        raise InvalidRequestError(str(exc.errors()[0]["msg"])) from None
+
+
+def gpu_indices(pod: dict[str, Any]) -> tuple[int, ...] | None:
+    """GPU indices voltpack recorded on a pod before binding it, or None."""
+    text = (pod["metadata"].get("annotations") or {}).get(GPU_INDICES_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        return None
+
+
+def node_from_k8s(node: dict[str, Any]) -> Node:
+    """An empty voltpack node from a Kubernetes node's allocatable resources and labels."""
+    name = node["metadata"]["name"]
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    labels = node["metadata"].get("labels") or {}
+    gpus = int(_quantity(allocatable.get(GPU_RESOURCE, "0"), f"node {name}: {GPU_RESOURCE}"))
+    model = next((labels[label] for label in GPU_MODEL_LABELS if labels.get(label)), None)
+    return Node.empty(
+        name=name,
+        cpu_milli=int(_quantity(allocatable.get("cpu", "0"), f"node {name}: cpu") * 1000),
+        memory_mib=int(_quantity(allocatable.get("memory", "0"), f"node {name}: memory") / MIB),
+        gpu_count=gpus,
+        gpu_model=model or ("unknown" if gpus else None),
+    )
+
+
+def node_to_k8s(node: Node) -> dict[str, Any]:
+    """A Kubernetes node object for a voltpack node (used to seed the emulator)."""
+    resources = {
+        "cpu": f"{node.cpu_milli}m",
+        "memory": f"{node.memory_mib}Mi",
+        "pods": "110",
+        GPU_RESOURCE: str(node.gpu_count),
+    }
+    labels = {"kubernetes.io/hostname": node.name}
+    if node.gpu_model:
+        labels[GPU_MODEL_LABELS[0]] = node.gpu_model
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node.name, "labels": labels},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
