@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import socket
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +18,8 @@ from rich.table import Table
 
 from voltpack import __version__
 from voltpack.model.errors import VoltpackError
+from voltpack.operator.connect import api_client
+from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.registry import strategy_names, strategy_summaries
 from voltpack.policies.schema import (
     PolicyFile,
@@ -49,6 +55,7 @@ DEMO_POLICIES = (
 """Example policies (`voltpack/policies/examples/<name>.yaml`) that `voltpack demo` compares."""
 
 
+EXAMPLES_DIR = Path(__file__).resolve().parent / "policies" / "examples"
 _ORDERS: dict[str, ArrivalOrder] = {"shuffle": "shuffle", "creation": "creation"}
 
 
@@ -76,6 +83,9 @@ def _resolve_policy(spec: str) -> tuple[PolicyFile, str]:
     path = Path(spec)
     if path.is_file():
         return load_policy(path), path.read_text(encoding="utf-8")
+    if (EXAMPLES_DIR / f"{spec}.yaml").is_file():
+        example = example_policy_path(spec)
+        return load_policy(example), example.read_text(encoding="utf-8")
     if spec in strategy_names():
         policy = policy_for_strategy(spec)
         return policy, f"# built-in policy for strategy {spec}\n" + policy.model_dump_json(
@@ -216,6 +226,37 @@ def policy_strategies() -> None:
     for name, summary in strategy_summaries().items():
         table.add_row(name, summary)
     console.print(table)
+
+
+@app.command()
+def operator(
+    server: Annotated[
+        str | None, typer.Option(help="API server URL (default: in-cluster, then kubeconfig)")
+    ] = None,
+    policy: Annotated[str, typer.Option(help="policy file, example name or strategy")] = "fgd",
+    identity: Annotated[
+        str, typer.Option(help="this replica's name in the leader Lease")
+    ] = f"{socket.gethostname()}-{os.getpid()}",
+    namespace: Annotated[str, typer.Option(help="namespace of the leader Lease")] = (
+        "voltpack-system"
+    ),
+    seed: Annotated[int, typer.Option(help="seed of the scheduling decisions")] = 0,
+) -> None:
+    """Run the operator: schedule pods and GPUJobs, elect a leader, report Events."""
+    try:
+        resolved, _ = _resolve_policy(policy)
+    except VoltpackError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    config = OperatorConfig(policy=resolved, identity=identity, namespace=namespace, seed=seed)
+    console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
+    Operator(api_client(server), config).run(stop)
 
 
 @app.command()

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api
+from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
 from voltpack.operator.binder import bind_gang, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import GPU_INDICES_ANNOTATION
 from voltpack.operator.cycle import CyclePlan, plan_cycle
+from voltpack.operator.jobs import JobController
 from voltpack.operator.leader import LeaderElector
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
@@ -62,6 +63,8 @@ class Operator:
         self.core = CoreV1Api(api_client)
         self.nodes = ResourceCache("nodes", self.core.list_node)
         self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces)
+        self.job_controller = JobController(self.core, CustomObjectsApi(api_client))
+        self.jobs = ResourceCache("gpujobs", self.job_controller.list_function)
         self.elector = LeaderElector(
             CoordinationV1Api(api_client),
             config.namespace,
@@ -77,12 +80,14 @@ class Operator:
         self._rng = np.random.default_rng(config.seed)
         self._observed: set[str] = set()
         self._last_event: dict[str, str] = {}
+        self._last_unplaced: dict[str, str] = {}
         self.stats = OperatorStats()
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set; then give up the Lease."""
         self.nodes.start(stop)
         self.pods.start(stop)
+        self.jobs.start(stop)
         self.nodes.wait_synced(30)
         self.pods.wait_synced(30)
         renew_every_s = max(self.config.lease_duration_s / 3, 0.2)
@@ -93,11 +98,13 @@ class Operator:
                     self.elector.try_acquire_or_renew()
                     next_renewal = time.monotonic() + renew_every_s
                 if self.elector.is_leader():
-                    self.nodes.changed.clear()
-                    self.pods.changed.clear()
+                    for cache in (self.nodes, self.pods, self.jobs):
+                        cache.changed.clear()
                     self._cycle_safely()
                 until_renewal = max(next_renewal - time.monotonic(), 0.0)
-                self.pods.changed.wait(min(self.config.cycle_interval_s, until_renewal))
+                wait_s = min(self.config.cycle_interval_s, until_renewal)
+                if not self.jobs.changed.is_set():
+                    self.pods.changed.wait(wait_s)
         finally:
             self.elector.release()
 
@@ -124,6 +131,8 @@ class Operator:
         self.stats.last_plan = plan
         if not self.elector.is_leader():
             return plan
+        self.job_controller.reconcile_all(self.jobs.items(), pods, self._last_unplaced)
+        self._last_unplaced = dict(plan.unplaced)
         by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
         for gang in plan.gangs:
             failures = bind_gang(self.core, gang)

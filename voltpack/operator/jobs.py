@@ -1,0 +1,223 @@
+"""The GPUJob controller: a job's worker pods, its status, and cleanup on deletion."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes.client import CoreV1Api, CustomObjectsApi
+from pydantic import ValidationError
+
+from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
+from voltpack.operator.conventions import (
+    GPU_MILLI_ANNOTATION,
+    GPU_MODELS_ANNOTATION,
+    GPU_RESOURCE,
+    MIN_MEMBERS_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    SCHEDULER_NAME,
+)
+from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.translate import gpu_indices
+
+log = logging.getLogger(__name__)
+
+PLURAL = "gpujobs"
+JOB_LABEL = "voltpack.io/job"
+FINALIZER = "voltpack.io/worker-cleanup"
+
+
+def worker_name(job: str, index: int) -> str:
+    """Name of a job's worker pod."""
+    return f"{job}-worker-{index}"
+
+
+def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, Any]:
+    """The pod of worker `index`, from the job's template, for voltpack to schedule."""
+    meta = job["metadata"]
+    template = copy.deepcopy(spec.template)
+    pod_meta = template.get("metadata") or {}
+    labels = {**(pod_meta.get("labels") or {}), JOB_LABEL: meta["name"]}
+    annotations = {
+        **(pod_meta.get("annotations") or {}),
+        POD_GROUP_ANNOTATION: meta["name"],
+        MIN_MEMBERS_ANNOTATION: str(spec.min_workers or spec.workers),
+    }
+    if spec.gpu_milli is not None:
+        annotations[GPU_MILLI_ANNOTATION] = str(spec.gpu_milli)
+    if spec.gpu_models:
+        annotations[GPU_MODELS_ANNOTATION] = "|".join(spec.gpu_models)
+    pod_spec = template.get("spec") or {}
+    pod_spec["schedulerName"] = SCHEDULER_NAME
+    if spec.priority:
+        pod_spec["priority"] = spec.priority
+    containers = pod_spec.get("containers") or [{"name": "worker", "image": "busybox"}]
+    pod_spec["containers"] = containers
+    if spec.gpus_per_worker and spec.gpu_milli is None:
+        resources = containers[0].setdefault("resources", {})
+        resources.setdefault("limits", {})[GPU_RESOURCE] = str(spec.gpus_per_worker)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": worker_name(meta["name"], index),
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{API_GROUP}/{API_VERSION}",
+                    "kind": "GPUJob",
+                    "name": meta["name"],
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": pod_spec,
+    }
+
+
+def job_status(
+    job: dict[str, Any], workers: list[dict[str, Any]], unplaced: dict[str, str]
+) -> dict[str, Any]:
+    """The job's status from its worker pods and the scheduler's last reasons."""
+    meta = job["metadata"]
+    phases = [(w.get("status") or {}).get("phase", "Pending") for w in workers]
+    bound = [w for w in workers if (w.get("spec") or {}).get("nodeName")]
+    wanted = int((job.get("spec") or {}).get("workers") or 0)
+    if phases and all(p == "Succeeded" for p in phases) and len(phases) == wanted:
+        phase = "Succeeded"
+    elif any(p == "Failed" for p in phases):
+        phase = "Failed"
+    elif len(bound) == wanted and all(p == "Running" for p in phases):
+        phase = "Running"
+    elif len(bound) == wanted and wanted:
+        phase = "Scheduled"
+    else:
+        phase = "Pending"
+    reasons = [
+        unplaced[key]
+        for w in workers
+        if (key := f"{meta['namespace']}/{w['metadata']['name']}") in unplaced
+    ]
+    scheduled = len(bound) == wanted and wanted > 0
+    condition = {
+        "type": "Scheduled",
+        "status": "True" if scheduled else "False",
+        "reason": "AllWorkersBound" if scheduled else "Unschedulable" if reasons else "Waiting",
+        "message": reasons[0] if reasons and not scheduled else f"{len(bound)}/{wanted} bound",
+        "observedGeneration": meta.get("generation"),
+    }
+    placement = [
+        {
+            "pod": w["metadata"]["name"],
+            "node": w["spec"]["nodeName"],
+            "gpus": list(gpu_indices(w) or ()),
+        }
+        for w in sorted(bound, key=lambda w: str(w["metadata"]["name"]))
+    ]
+    return {
+        "phase": phase,
+        "placement": placement,
+        "conditions": [condition],
+        "observedGeneration": meta.get("generation"),
+    }
+
+
+class JobController:
+    """Reconciles every GPUJob: finalizer, worker pods, status; cleanup when deleted."""
+
+    def __init__(self, core: CoreV1Api, custom: CustomObjectsApi) -> None:
+        self.core = core
+        self.custom = custom
+
+    def list_function(self, **kwargs: Any) -> Any:
+        """Cluster-wide list/watch of GPUJobs (for a ResourceCache)."""
+        return self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, **kwargs)
+
+    def reconcile_all(
+        self, jobs: Iterable[dict[str, Any]], pods: list[dict[str, Any]], unplaced: dict[str, str]
+    ) -> None:
+        """Reconcile each job; one job's failure does not stop the others."""
+        for job in jobs:
+            try:
+                self.reconcile(job, pods, unplaced)
+            except Exception as error:
+                log.warning("GPUJob %s: %s", job["metadata"].get("name"), api_message(error))
+
+    def reconcile(
+        self, job: dict[str, Any], pods: list[dict[str, Any]], unplaced: dict[str, str]
+    ) -> None:
+        """Bring one job's pods and status in line with its spec."""
+        meta = job["metadata"]
+        name, namespace = meta["name"], meta["namespace"]
+        workers = [
+            p
+            for p in pods
+            if p["metadata"].get("namespace") == namespace
+            and (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name
+        ]
+        if meta.get("deletionTimestamp"):
+            self._clean_up(job, workers)
+            return
+        if FINALIZER not in (meta.get("finalizers") or []):
+            patch = {"metadata": {"finalizers": [*(meta.get("finalizers") or []), FINALIZER]}}
+            call_json(
+                self.custom.patch_namespaced_custom_object,
+                API_GROUP, API_VERSION, namespace, PLURAL, name, patch,
+            )  # fmt: skip
+        try:
+            spec = GpuJobSpec.model_validate(job.get("spec") or {})
+        except ValidationError as exc:
+            self._write_status(job, {"phase": "Failed", "conditions": [_invalid(exc)]})
+            return
+        existing = {w["metadata"]["name"] for w in workers}
+        for index in range(spec.workers):
+            if worker_name(name, index) in existing:
+                continue
+            try:
+                call_json(self.core.create_namespaced_pod, namespace, worker_pod(job, spec, index))
+            except Exception as error:
+                if status_code(error) != 409:
+                    raise
+        status = job_status(job, workers, unplaced)
+        if status != (job.get("status") or {}):
+            self._write_status(job, status)
+
+    def _clean_up(self, job: dict[str, Any], workers: list[dict[str, Any]]) -> None:
+        meta = job["metadata"]
+        for worker in workers:
+            try:
+                call_json(
+                    self.core.delete_namespaced_pod, worker["metadata"]["name"], meta["namespace"]
+                )
+            except Exception as error:
+                if status_code(error) != 404:
+                    raise
+        finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        call_json(
+            self.custom.patch_namespaced_custom_object,
+            API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"],
+            {"metadata": {"finalizers": finalizers}},
+        )  # fmt: skip
+
+    def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        call_json(
+            self.custom.patch_namespaced_custom_object_status,
+            API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], {"status": status},
+        )  # fmt: skip
+
+
+def _invalid(error: ValidationError) -> dict[str, Any]:
+    first = error.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "spec"
+    return {
+        "type": "Scheduled",
+        "status": "False",
+        "reason": "InvalidSpec",
+        "message": f"spec.{field}: {first['msg']}",
+    }
