@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from voltpack.model.cluster import MILLI_PER_GPU
-from voltpack.model.snapshot import ClusterSnapshot, IntArray
+from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
 
 MAX_NODE_SCORE = 100
@@ -57,8 +57,8 @@ class ScoringStrategy(ABC):
         pod: Pod,
         candidates: IntArray,
         rng: np.random.Generator,
-    ) -> IntArray:
-        """Integer score in 0..100 of each candidate node, aligned with `candidates`."""
+    ) -> IntArray | FloatArray:
+        """Score in 0..100 of each candidate node, aligned with `candidates` (higher wins)."""
 
     def pick_gpus(
         self, snapshot: ClusterSnapshot, node: int, pod: Pod, rng: np.random.Generator

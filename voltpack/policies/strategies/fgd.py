@@ -8,10 +8,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from voltpack.model.snapshot import ClusterSnapshot, IntArray
+from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
 from voltpack.policies.fragmentation_gradient import FragmentationGradient, Gradient
-from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy, truncate_scores
+from voltpack.policies.strategies.least_allocated import free_share_after
+from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy
 from voltpack.policies.workload_shapes import ShapeWindow
 
 
@@ -33,6 +34,18 @@ class FgdParams(BaseModel):
     )
     refresh_every_pods: int = Field(
         default=500, ge=1, description="arrivals between rebuilds of the typical shapes"
+    )
+    score_levels: int = Field(
+        default=100,
+        ge=2,
+        le=100_000,
+        description="levels the sigmoid of the fragmentation change is truncated to; nodes "
+        "on the same level tie (the paper: 100)",
+    )
+    tie_break: Literal["rank", "least-allocated"] = Field(
+        default="rank",
+        description="among tied nodes: rank (a fixed random node order, as in the paper) or "
+        "least-allocated (the node with the largest free share of CPU, memory and GPU)",
     )
 
 
@@ -85,10 +98,20 @@ class FgdStrategy(ScoringStrategy):
 
     def score(
         self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray, rng: np.random.Generator
-    ) -> IntArray:
-        """100 x sigmoid(fragmentation decrease in GPUs), truncated: 50 means no change."""
+    ) -> IntArray | FloatArray:
+        """sigmoid(fragmentation decrease in GPUs) on `score_levels` levels, scaled to 0..100
+        (50: no change); with the least-allocated tie-break, the node's free share is added
+        below one level. The paper's setting (100 levels, rank) gives integer scores."""
         decrease_gpus = -self.gradient(snapshot, pod, candidates).delta_milli() / 1000.0
-        return truncate_scores(MAX_NODE_SCORE / (1.0 + np.exp(-decrease_gpus)))
+        levels = self._config.score_levels
+        level = np.trunc(levels / (1.0 + np.exp(-decrease_gpus)))
+        if levels == MAX_NODE_SCORE and self._config.tie_break == "rank":
+            return level.astype(np.int64)
+        scores: FloatArray = level * (MAX_NODE_SCORE / levels)
+        if self._config.tie_break == "least-allocated":
+            share = np.clip(free_share_after(snapshot, pod, candidates), 0.0, 1.0)
+            scores = scores + share * (0.999 * MAX_NODE_SCORE / levels)
+        return scores
 
     def pick_gpus(
         self, snapshot: ClusterSnapshot, node: int, pod: Pod, rng: np.random.Generator
