@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from voltpack import __version__
+from voltpack.emulator import EmulatorConfig, serve
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.connect import api_client
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -36,6 +37,7 @@ from voltpack.sim.datasets import (
 from voltpack.sim.experiment import ArrivalOrder
 from voltpack.sim.report import PolicySummary, write_reports
 from voltpack.sim.runner import ExperimentPlan, run_plan
+from voltpack.sim.traces.openb import load_nodes
 
 app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy files.", no_args_is_help=True)
@@ -257,6 +259,35 @@ def operator(
     config = OperatorConfig(policy=resolved, identity=identity, namespace=namespace, seed=seed)
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)
+
+
+@app.command()
+def emulator(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port (0: any free one)")] = 8001,
+    nodes: Annotated[
+        Path | None, typer.Option(help="openb-format node list (default: the openb cluster)")
+    ] = None,
+    time_factor: Annotated[
+        float, typer.Option(help="wall seconds per simulated second of pod run time")
+    ] = 1.0,
+) -> None:
+    """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
+    try:
+        node_list = load_nodes(nodes or openb_dir() / OPENB_NODES)
+        config = EmulatorConfig(time_factor=time_factor)
+    except (VoltpackError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    serve(
+        host,
+        port,
+        nodes=node_list,
+        config=config,
+        on_ready=lambda url: console.print(
+            f"emulator with {len(node_list)} nodes at {url}\n  kubectl --server {url} get nodes"
+        ),
+    )
 
 
 @app.command()

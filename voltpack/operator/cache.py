@@ -41,6 +41,7 @@ class ResourceCache:
         self._synced = threading.Event()
         self.changed = threading.Event()
         self.relists = 0
+        self._missing_reported = False
         self._thread: threading.Thread | None = None
 
     def items(self) -> list[dict[str, Any]]:
@@ -90,8 +91,15 @@ class ResourceCache:
                 resource_version = self._follow(resource_version, stop)
                 backoff_s = 0.2
             except Exception as error:
-                if status_code(error) == 410:
+                code = status_code(error)
+                if code == 410:
                     log.info("cache %s: watch expired (410), listing again", self.name)
+                elif code == 404:
+                    if not self._missing_reported:
+                        log.info("cache %s: not served (CRD not installed?); retrying", self.name)
+                        self._missing_reported = True
+                    stop.wait(backoff_s)
+                    backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
                 else:
                     log.warning("cache %s: %s; listing again in %.1fs", self.name, error, backoff_s)
                     stop.wait(backoff_s)

@@ -75,6 +75,11 @@ def structural_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 continue
             if key == "const":
                 result["enum"] = [value]
+            elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+                # JSON Schema 2020 bounds become OpenAPI 3.0's boolean form
+                bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+                result[bound] = value
+                result[key] = True
             elif key == "properties":
                 result[key] = {name: convert(sub) for name, sub in value.items()}
             else:

@@ -19,6 +19,8 @@ from voltpack.operator.kube import call_json, status_code
 log = logging.getLogger(__name__)
 
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+RENEW_DEADLINE_SHARE = 2 / 3
+"""A leader acts only this share of the lease duration after its last renewal."""
 
 
 def _format(moment: datetime) -> str:
@@ -26,14 +28,14 @@ def _format(moment: datetime) -> str:
 
 
 def _parse(text: str | None) -> datetime | None:
+    """An RFC 3339 time in any of its spellings (`Z` or `+00:00`, with or without fraction)."""
     if not text:
         return None
-    for pattern in (MICROTIME, "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(text, pattern).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class LeaderElector:
@@ -57,7 +59,11 @@ class LeaderElector:
         self._valid_until: datetime | None = None
 
     def is_leader(self) -> bool:
-        """True while this replica's last successful renewal has not expired."""
+        """True until the renew deadline (2/3 of the lease duration) after the last renewal.
+
+        Stopping before the Lease expires leaves the rest of the duration as a safety margin:
+        no other replica can take the Lease while this one still believes it leads.
+        """
         return self._valid_until is not None and self.clock() < self._valid_until
 
     def try_acquire_or_renew(self) -> bool:
@@ -132,7 +138,7 @@ class LeaderElector:
         return self._won(now)
 
     def _won(self, now: datetime) -> bool:
-        self._valid_until = now + timedelta(seconds=self.lease_duration_s)
+        self._valid_until = now + timedelta(seconds=self.lease_duration_s * RENEW_DEADLINE_SHARE)
         return True
 
     def _lost(self) -> bool:

@@ -90,7 +90,7 @@ class Operator:
         self.jobs.start(stop)
         self.nodes.wait_synced(30)
         self.pods.wait_synced(30)
-        renew_every_s = max(self.config.lease_duration_s / 3, 0.2)
+        renew_every_s = max(self.config.lease_duration_s / 4, 0.1)
         next_renewal = 0.0
         try:
             while not stop.is_set():
@@ -135,6 +135,8 @@ class Operator:
         self._last_unplaced = dict(plan.unplaced)
         by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
         for gang in plan.gangs:
+            if not self.elector.is_leader():
+                break  # lost the Lease while deciding: the new leader decides again
             failures = bind_gang(self.core, gang)
             self.stats.bind_failures += len(failures)
             for placement in gang:

@@ -1,0 +1,182 @@
+"""Fixtures of the integration suite: a real emulator on 127.0.0.1 and clients talking to it.
+
+Each test gets a fresh emulator (in-memory, so starting one takes milliseconds) serving in a
+background thread on a free port, the official `kubernetes` client configured for it, and a
+`kubectl` runner pointed at it with its own discovery cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
+from voltpack.model import Node
+
+TIME_FACTOR = 0.001
+"""Wall seconds per simulated second: a pod asking for 100 s finishes after 0.1 s."""
+
+NODES = (
+    Node.empty("gpu-a100-0", cpu_milli=64000, memory_mib=512000, gpu_count=8, gpu_model="A100"),
+    Node.empty("gpu-a100-1", cpu_milli=64000, memory_mib=512000, gpu_count=8, gpu_model="A100"),
+    Node.empty("gpu-v100-0", cpu_milli=32000, memory_mib=256000, gpu_count=4, gpu_model="V100M16"),
+    Node.empty("cpu-0", cpu_milli=16000, memory_mib=65536, gpu_count=0, gpu_model=None),
+)
+
+
+@pytest.fixture
+def emulator_config() -> EmulatorConfig:
+    """Override in a test module to run the emulator with other settings."""
+    return EmulatorConfig(time_factor=TIME_FACTOR, bookmark_interval_s=0.2)
+
+
+@pytest.fixture
+def emulator(emulator_config: EmulatorConfig) -> Iterator[RunningEmulator]:
+    """A running emulator with four nodes; `.url`, `.faults`, `.drop_watches()`, ..."""
+    with running_emulator(nodes=NODES, config=emulator_config) as running:
+        yield running
+
+
+@pytest.fixture
+def api_client(emulator: RunningEmulator) -> Iterator[client.ApiClient]:
+    configuration = client.Configuration(host=emulator.url)
+    with client.ApiClient(configuration) as api:
+        yield api
+
+
+@pytest.fixture
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def extensions(api_client: client.ApiClient) -> client.ApiextensionsV1Api:
+    return client.ApiextensionsV1Api(api_client)
+
+
+@pytest.fixture
+def coordination(api_client: client.ApiClient) -> client.CoordinationV1Api:
+    return client.CoordinationV1Api(api_client)
+
+
+@dataclass
+class Kubectl:
+    """Runs `kubectl --server <emulator>` with an empty kubeconfig and a private cache."""
+
+    server: str
+    home: Path
+
+    def __call__(
+        self, *args: str, input_text: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        kubeconfig = self.home / "kubeconfig"
+        kubeconfig.touch()
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(self.home)}
+        command = [
+            KUBECTL,
+            "--server",
+            self.server,
+            "--cache-dir",
+            str(self.home / "cache"),
+            "--request-timeout",
+            "20s",
+            *args,
+        ]
+        result = subprocess.run(
+            command,
+            input=input_text,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        if check:
+            assert result.returncode == 0, (
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json").stdout)
+
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+@pytest.fixture
+def kubectl(emulator: RunningEmulator, tmp_path: Path) -> Kubectl:
+    assert Path(KUBECTL).exists(), "kubectl is required by the integration suite"
+    return Kubectl(emulator.url, tmp_path)
+
+
+def wait_for(
+    condition: Callable[[], Any], *, timeout_s: float = 10.0, what: str = "condition"
+) -> Any:
+    """Poll until `condition()` is truthy and return it; fail after a generous deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def pod_manifest(
+    name: str,
+    *,
+    gpus: int = 0,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    node_name: str | None = None,
+) -> dict[str, Any]:
+    """A one-container pod, optionally asking for whole GPUs (`nvidia.com/gpu`)."""
+    resources: dict[str, Any] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": "registry.example/train:1.0", "resources": resources}
+        ],
+        "schedulerName": "voltpack",
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": spec,
+    }
+
+
+def binding(pod: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def watcher_count(emulator: RunningEmulator) -> int:
+    """Open watch streams on the server (read on its loop)."""
+    return emulator.call(lambda: len(emulator.state.store.watchers()))

@@ -1,0 +1,34 @@
+"""A Kubernetes-compatible API server with simulated GPU nodes, for demos and tests.
+
+It speaks the Kubernetes REST protocol well enough for the official `kubernetes` Python
+client and `kubectl` (discovery, CRUD, patch, watch, selectors, CRDs, binding), keeps
+everything in memory, and simulates kubelets (pods bound to a node start running and, when
+asked, finish). See `runner.py` for how to start it and `faults.py` for fault injection.
+
+    from voltpack.emulator import EmulatorConfig, running_emulator
+
+    with running_emulator(nodes=model_nodes, config=EmulatorConfig(time_factor=0.01)) as emu:
+        configuration = kubernetes.client.Configuration(host=emu.url)
+        ...                                  # or: kubectl --server <emu.url> get nodes
+        emu.faults.fail_next(1, status=500)  # the next request gets a 500
+        emu.compact_history()                # watches from older resourceVersions get 410
+"""
+
+from voltpack.emulator.errors import EmulatorError
+from voltpack.emulator.faults import FaultRule, Faults
+from voltpack.emulator.runner import RunningEmulator, run, running_emulator, serve
+from voltpack.emulator.server import create_app
+from voltpack.emulator.state import EmulatorConfig, EmulatorState
+
+__all__ = [
+    "EmulatorConfig",
+    "EmulatorError",
+    "EmulatorState",
+    "FaultRule",
+    "Faults",
+    "RunningEmulator",
+    "create_app",
+    "run",
+    "running_emulator",
+    "serve",
+]

@@ -1,0 +1,127 @@
+"""`EmulatorState`: the store, the served resource types, the verbs, faults and simulators."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from voltpack.emulator.discovery import KUBERNETES_VERSION
+from voltpack.emulator.errors import ApiError, EmulatorError
+from voltpack.emulator.faults import Faults
+from voltpack.emulator.lifecycle import PodLifecycle
+from voltpack.emulator.nodes import node_object
+from voltpack.emulator.objects import Clock, JsonObj, utc_now
+from voltpack.emulator.operations import SYSTEM_NAMESPACES, Operations
+from voltpack.emulator.resources import NODES, ResourceRegistry
+from voltpack.emulator.store import Store
+from voltpack.model import Node
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Settings of one emulator instance.
+
+    `time_factor` scales every simulated duration of the lifecycle simulator into wall-clock
+    time (0.01 runs a 100 s pod in 1 s). `history_size` bounds the watch history: a watch
+    from a resourceVersion older than the history gets `410 Expired`.
+    """
+
+    history_size: int = 10_000
+    lifecycle: bool = True
+    time_factor: float = 1.0
+    pod_start_delay_s: float = 0.0
+    pod_stop_delay_s: float = 0.0
+    bookmark_interval_s: float = 60.0
+    max_watch_timeout_s: float = 1800.0
+    kubernetes_version: str = KUBERNETES_VERSION
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.history_size < 1:
+            problems.append(f"history_size must be >= 1, got {self.history_size}")
+        if self.time_factor < 0:
+            problems.append(f"time_factor must be >= 0, got {self.time_factor}")
+        for name in ("pod_start_delay_s", "pod_stop_delay_s"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("bookmark_interval_s", "max_watch_timeout_s"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be > 0, got {getattr(self, name)}")
+        if problems:
+            raise EmulatorError("emulator config: " + "; ".join(problems))
+
+
+class EmulatorState:
+    """Everything one emulator serves; create it, then `create_app(state)`.
+
+    Methods that change state must run on the server's event loop once it serves; from
+    another thread use `RunningEmulator.call`.
+    """
+
+    def __init__(
+        self,
+        config: EmulatorConfig | None = None,
+        *,
+        nodes: Iterable[Node] = (),
+        clock: Clock = utc_now,
+    ) -> None:
+        self.config = config or EmulatorConfig()
+        self.clock = clock
+        self.store = Store(self.config.history_size)
+        self.registry = ResourceRegistry()
+        self.ops = Operations(self.store, self.registry, clock, random.Random(self.config.seed))
+        self.faults = Faults()
+        self.lifecycle: PodLifecycle | None = None
+        if self.config.lifecycle:
+            self.lifecycle = PodLifecycle(
+                self.ops,
+                time_factor=self.config.time_factor,
+                start_delay_s=self.config.pod_start_delay_s,
+                stop_delay_s=self.config.pod_stop_delay_s,
+            )
+        for namespace in SYSTEM_NAMESPACES:
+            self.ops.ensure_namespace(namespace)
+        for node in nodes:
+            self.add_node(node)
+
+    def add_node(self, node: Node) -> JsonObj:
+        """Register a simulated node (Ready, with `nvidia.com/gpu` capacity and model labels)."""
+        try:
+            return self.ops.create(NODES, None, node_object(node, self.clock())).obj
+        except ApiError as error:
+            raise EmulatorError(f"cannot add node {node.name!r}: {error.message}") from None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called when the server starts serving on `loop`."""
+        if self.lifecycle is not None:
+            self.lifecycle.start(loop)
+
+    def stop(self) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.stop()
+        self.drop_watches()
+
+    def drop_watches(self, resource: str | None = None, *, abort: bool = False) -> int:
+        """End open watches (of one resource, e.g. `pods` or `widgets.example.io`, if given).
+
+        Streams end cleanly, as when the server closes a watch; with `abort` the connection is
+        cut instead. Returns how many watches were dropped.
+        """
+        dropped = 0
+        for watcher in self.store.watchers():
+            if resource is None or watcher.key == resource:
+                watcher.abort = abort
+                watcher.queue.put_nowait(None)
+                dropped += 1
+        return dropped
+
+    def compact_history(self) -> int:
+        """Forget the watch history: a watch from any resourceVersion issued so far gets 410.
+
+        Clients that reconnect with such a version must list again; the list returns a newer
+        resourceVersion that can be watched. Returns the oldest watchable resourceVersion.
+        """
+        return self.store.compact()

@@ -1,0 +1,258 @@
+"""Per-resource rules the API server applies on create and update (its "strategies").
+
+Defaults (pods, namespaces, CRDs), what a create resets (pod and custom-resource status),
+which updates are allowed (pod specs are immutable but for images and a few fields), and the
+validation that goes with each type.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from voltpack.emulator.errors import Cause
+from voltpack.emulator.objects import JsonObj, timestamp
+from voltpack.emulator.resources import ResourceType
+from voltpack.emulator.validation import validate_configmap, validate_crd, validate_pod
+
+DEFAULT_TOLERATIONS = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+_POD_UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _image_pull_policy(image: str) -> str:
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    if ":" not in last or last.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def qos_class(spec: JsonObj) -> str:
+    """Guaranteed, Burstable or BestEffort, from the containers' requests and limits."""
+    containers = [c for group in ("containers", "initContainers") for c in spec.get(group) or []]
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        if requests or limits:
+            any_set = True
+        for resource in ("cpu", "memory"):
+            if resource not in limits or str(requests.get(resource, limits[resource])) != str(
+                limits[resource]
+            ):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_container(container: Any) -> None:
+    if not isinstance(container, dict):
+        return
+    image = container.get("image")
+    if isinstance(image, str) and image:
+        container.setdefault("imagePullPolicy", _image_pull_policy(image))
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    resources = container.setdefault("resources", {})
+    if isinstance(resources, dict):
+        limits = resources.get("limits")
+        if isinstance(limits, dict) and limits:
+            requests = resources.setdefault("requests", {})
+            if isinstance(requests, dict):
+                for resource, quantity in limits.items():
+                    requests.setdefault(resource, quantity)
+
+
+def default_pod(obj: JsonObj) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or []:
+            _default_container(container)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    if "priority" not in spec and not spec.get("priorityClassName"):
+        spec["priority"] = 0
+    tolerations = spec.setdefault("tolerations", [])
+    if isinstance(tolerations, list):
+        keys = {t.get("key") for t in tolerations if isinstance(t, dict)}
+        for toleration in DEFAULT_TOLERATIONS:
+            if toleration["key"] not in keys:
+                tolerations.append(dict(toleration))
+
+
+def default_crd(obj: JsonObj) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    names = spec.get("names")
+    if isinstance(names, dict) and isinstance(names.get("kind"), str):
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+    spec.setdefault("conversion", {"strategy": "None"})
+    for version in spec.get("versions") or []:
+        if isinstance(version, dict):
+            version.setdefault("served", True)
+
+
+def crd_status(obj: JsonObj, now: datetime, old_status: JsonObj | None) -> JsonObj:
+    """The status the CRD controllers would write: names accepted, established."""
+    spec = obj.get("spec", {})
+    names = copy.deepcopy(spec.get("names", {}))
+    versions = spec.get("versions") or []
+    storage = [v.get("name") for v in versions if isinstance(v, dict) and v.get("storage")]
+    stored = list((old_status or {}).get("storedVersions") or [])
+    for name in storage:
+        if name not in stored:
+            stored.append(name)
+    old_conditions = {
+        c.get("type"): c for c in (old_status or {}).get("conditions") or [] if isinstance(c, dict)
+    }
+    conditions = []
+    for ctype, reason, message in (
+        ("NamesAccepted", "NoConflicts", "no conflicts found"),
+        ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+    ):
+        previous = old_conditions.get(ctype)
+        since = previous.get("lastTransitionTime") if previous else None
+        conditions.append(
+            {
+                "type": ctype,
+                "status": "True",
+                "lastTransitionTime": since or timestamp(now),
+                "reason": reason,
+                "message": message,
+            }
+        )
+    return {"conditions": conditions, "acceptedNames": names, "storedVersions": stored}
+
+
+def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
+    """Defaults and status resets of a create, in place."""
+    if rtype.custom:
+        if rtype.has_status:
+            obj.pop("status", None)
+        return
+    if rtype.key == "pods":
+        default_pod(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec or {})}
+    elif rtype.key == "namespaces":
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+    elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
+        default_crd(obj)
+        obj["status"] = crd_status(obj, now, None)
+    elif rtype.key == "secrets":
+        obj.setdefault("type", "Opaque")
+
+
+def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetime) -> None:
+    """Defaults of an update of the main resource, in place."""
+    if rtype.key == "pods":
+        default_pod(new)
+    elif rtype.key == "namespaces":
+        new["spec"] = copy.deepcopy(old.get("spec", {}))
+    elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
+        default_crd(new)
+        new["status"] = crd_status(new, now, old.get("status"))
+
+
+def validate(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
+    if rtype.key == "pods":
+        return validate_pod(obj)
+    if rtype.key == "configmaps":
+        return validate_configmap(obj)
+    if rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
+        return validate_crd(obj)
+    return []
+
+
+def _munged_pod_spec(spec: JsonObj, old: JsonObj) -> JsonObj:
+    munged = copy.deepcopy(spec)
+    for group in ("containers", "initContainers"):
+        new_list = munged.get(group) or []
+        old_list = old.get(group) or []
+        for index, container in enumerate(new_list):
+            if isinstance(container, dict) and index < len(old_list):
+                container["image"] = old_list[index].get("image")
+    for field in ("activeDeadlineSeconds", "tolerations", "schedulingGates"):
+        if field in old:
+            munged[field] = copy.deepcopy(old[field])
+        else:
+            munged.pop(field, None)
+    return munged
+
+
+def validate_update(rtype: ResourceType, new: JsonObj, old: JsonObj) -> list[Cause]:
+    causes = validate(rtype, new)
+    if rtype.key == "pods":
+        new_spec = new.get("spec") or {}
+        old_spec = old.get("spec") or {}
+        if _munged_pod_spec(new_spec, old_spec) != old_spec:
+            causes.append(
+                Cause("spec", "FieldValueForbidden", f"Forbidden: {_POD_UPDATE_FORBIDDEN}")
+            )
+    elif rtype.key == "configmaps":
+        if old.get("immutable") is True:
+            for field in ("data", "binaryData", "immutable"):
+                if new.get(field) != old.get(field):
+                    causes.append(
+                        Cause(
+                            field,
+                            "FieldValueForbidden",
+                            "Forbidden: field is immutable when `immutable` is set",
+                        )
+                    )
+    elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
+        for field in ("group", "scope"):
+            if (new.get("spec") or {}).get(field) != (old.get("spec") or {}).get(field):
+                value = (new.get("spec") or {}).get(field)
+                causes.append(
+                    Cause(
+                        f"spec.{field}",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{value}": field is immutable',
+                    )
+                )
+    return causes
+
+
+def spec_changed(rtype: ResourceType, new: JsonObj, old: JsonObj) -> bool:
+    """Whether an update changes what `metadata.generation` counts."""
+    if rtype.custom:
+        strip = ("metadata", "status")
+        return {k: v for k, v in new.items() if k not in strip} != {
+            k: v for k, v in old.items() if k not in strip
+        }
+    return new.get("spec") != old.get("spec")
