@@ -21,35 +21,34 @@ def _split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
-def bind_gang(core: CoreV1Api, placements: Sequence[Placement]) -> dict[str, str]:
-    """Record each pod's GPUs, then bind every pod of the gang; return failures by pod.
+def bind_gang(
+    core: CoreV1Api, placements: Sequence[Placement], uids: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Bind every pod of a gang; return the failures by pod.
 
-    All GPU annotations are written before the first binding, so a gang whose annotation fails
-    binds no pod at all. A binding that fails after others succeeded (the pod was deleted, or
-    bound elsewhere meanwhile) is reported; the next cycle sees the cluster as it is.
+    One request per pod: the Binding carries the pod's GPU indices as an annotation, which the
+    API server copies onto the pod together with the node name, so a pod is never bound
+    without its GPUs recorded. With `uids`, a pod deleted and re-created under the same name
+    since the snapshot is not bound (UID precondition). A binding that fails after others of
+    the gang succeeded (the pod was deleted or bound elsewhere meanwhile) is reported; the next
+    cycle sees the cluster as it is.
     """
     failures: dict[str, str] = {}
     for placement in placements:
         namespace, name = _split(placement.pod)
-        patch = {
-            "metadata": {
-                "annotations": {
-                    GPU_INDICES_ANNOTATION: ",".join(str(g) for g in placement.gpu_indices)
-                }
-            }
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {
+                GPU_INDICES_ANNOTATION: ",".join(str(g) for g in placement.gpu_indices)
+            },
         }
-        try:
-            call_json(core.patch_namespaced_pod, name, namespace, patch)
-        except Exception as error:
-            failures[placement.pod] = f"cannot record GPUs: {api_message(error)}"
-    if failures:
-        return failures
-    for placement in placements:
-        namespace, name = _split(placement.pod)
+        if uids and placement.pod in uids:
+            metadata["uid"] = uids[placement.pod]
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
             "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
         }
         try:

@@ -137,7 +137,12 @@ class Operator:
         for gang in plan.gangs:
             if not self.elector.is_leader():
                 break  # lost the Lease while deciding: the new leader decides again
-            failures = bind_gang(self.core, gang)
+            uids = {
+                p.pod: str(by_key[p.pod]["metadata"].get("uid", ""))
+                for p in gang
+                if p.pod in by_key and by_key[p.pod]["metadata"].get("uid")
+            }
+            failures = bind_gang(self.core, gang, uids)
             self.stats.bind_failures += len(failures)
             for placement in gang:
                 if placement.pod in failures:
