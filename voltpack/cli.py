@@ -243,6 +243,7 @@ def operator(
         "voltpack-system"
     ),
     seed: Annotated[int, typer.Option(help="seed of the scheduling decisions")] = 0,
+    lease_seconds: Annotated[int, typer.Option(help="leader Lease duration")] = 15,
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, elect a leader, report Events."""
     try:
@@ -256,7 +257,13 @@ def operator(
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    config = OperatorConfig(policy=resolved, identity=identity, namespace=namespace, seed=seed)
+    config = OperatorConfig(
+        policy=resolved,
+        identity=identity,
+        namespace=namespace,
+        seed=seed,
+        lease_duration_s=lease_seconds,
+    )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -15,7 +19,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest import Kubectl, pod_manifest, wait_for
-from voltpack.emulator import RunningEmulator
+from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
+from voltpack.model import Node
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 
@@ -238,3 +243,78 @@ def test_gpujobs_run_and_an_unplaceable_one_reports_why(
     listed = kubectl("get", "gpujobs", "-n", "default").stdout
     assert "fits" in listed and "never" in listed
     gpu_usage_is_consistent(core)
+
+
+def test_a_killed_operator_process_loses_nothing(tmp_path: Path) -> None:
+    """SIGKILL an operator process mid-run; a new one finishes the work once the Lease expires."""
+    nodes = [Node.empty(f"n{i:02d}", 64_000, 512_000, 8, "A100") for i in range(40)]
+    with running_emulator(nodes=nodes, config=EmulatorConfig(lifecycle=False)) as emulator:
+        api = client.ApiClient(client.Configuration(host=emulator.url))
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": LEASE_NAMESPACE}})
+        for index in range(300):
+            core.create_namespaced_pod("default", pod_manifest(f"k-{index:03d}", gpus=1))
+
+        def operator_process(identity: str) -> subprocess.Popen[bytes]:
+            command = [
+                sys.executable, "-m", "voltpack", "operator", "--server", emulator.url,
+                "--policy", "best-fit", "--identity", identity, "--lease-seconds", "2",
+            ]  # fmt: skip
+            return subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{identity}.log", "w")
+            )
+
+        first = operator_process("victim")
+        try:
+            wait_for(lambda: len(bound(core, "k-")) >= 20, timeout_s=60, what="first bindings")
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(timeout=10)
+        finally:
+            first.kill()
+        after_kill = len(bound(core, "k-"))
+        assert after_kill < 300, "the victim finished before it could be killed"
+        second = operator_process("successor")
+        try:
+            wait_for(lambda: len(bound(core, "k-")) == 300, timeout_s=90, what="all 300 bound")
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(timeout=20)
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            "voltpack-scheduler", LEASE_NAMESPACE
+        )
+        assert lease.spec.holder_identity in (None, "successor")  # released on SIGTERM
+        gpu_usage_is_consistent(core)
+        api.close()
+
+
+def test_deleting_a_gpujob_removes_its_workers_through_the_finalizer(
+    emulator: RunningEmulator,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    custom.create_namespaced_custom_object(
+        "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job("short", workers=2, gpus=1)
+    )
+    with running_operator(emulator):
+        wait_for(lambda: len(bound(core, "short-worker-")) == 2, what="workers bound")
+        job = custom.get_namespaced_custom_object(
+            "voltpack.io", "v1alpha1", "default", "gpujobs", "short"
+        )
+        assert "voltpack.io/worker-cleanup" in job["metadata"]["finalizers"]
+        custom.delete_namespaced_custom_object(
+            "voltpack.io", "v1alpha1", "default", "gpujobs", "short"
+        )
+
+        def gone() -> bool:
+            try:
+                custom.get_namespaced_custom_object(
+                    "voltpack.io", "v1alpha1", "default", "gpujobs", "short"
+                )
+            except ApiException as error:
+                return error.status == 404
+            return False
+
+        wait_for(gone, timeout_s=20, what="the job to be deleted")
+        wait_for(lambda: pods_of(core, "short-worker-") == [], timeout_s=20, what="workers gone")
