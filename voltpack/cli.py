@@ -12,12 +12,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from voltpack import __version__
 from voltpack.emulator import EmulatorConfig, serve
+from voltpack.live_demo import ClusterCounts, run_live_demo
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.connect import api_client
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -37,7 +39,7 @@ from voltpack.sim.datasets import (
 from voltpack.sim.experiment import ArrivalOrder
 from voltpack.sim.report import PolicySummary, write_reports
 from voltpack.sim.runner import ExperimentPlan, run_plan
-from voltpack.sim.traces.openb import load_nodes
+from voltpack.sim.traces.openb import load_nodes, load_pods
 
 app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy files.", no_args_is_help=True)
@@ -186,8 +188,13 @@ def demo(
     out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("out/demo"),
     seeds: Annotated[str, typer.Option(help="seeds")] = "42-44",
     jobs: Annotated[int, typer.Option(help="parallel processes")] = 0,
+    cluster: Annotated[
+        bool, typer.Option(help="also replay a trace slice through the emulator and operator")
+    ] = True,
+    replay_pods: Annotated[int, typer.Option(help="pods replayed through the API")] = 1500,
+    replay_seconds: Annotated[float, typer.Option(help="wall time of the replay")] = 40.0,
 ) -> None:
-    """Compare the scheduling strategies on the openb production trace (about a minute)."""
+    """Compare the strategies on openb (simulator), then run the operator live (emulator)."""
     try:
         folder = openb_dir()
         policies = [load_policy(example_policy_path(name)) for name in DEMO_POLICIES]
@@ -205,9 +212,53 @@ def demo(
             name: example_policy_path(name).read_text(encoding="utf-8") for name in DEMO_POLICIES
         }
         _run_and_report(plan, texts, out, jobs or _default_jobs())
+        if cluster:
+            _live_cluster(folder, replay_pods, replay_seconds)
     except VoltpackError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+
+
+def _live_cluster(folder: Path, pod_count: int, wall_s: float) -> None:
+    nodes = load_nodes(folder / OPENB_NODES)
+    trace = load_pods(folder / OPENB_DEFAULT_PODS)
+    policy = load_policy(example_policy_path("fgd"))
+    console.print(
+        f"\n[bold]Live:[/bold] the operator (policy {policy.metadata.name}) on an emulated "
+        f"openb cluster; {pod_count} trace pods and two 4x8-GPU GPUJobs replayed in "
+        f"{wall_s:.0f} s"
+    )
+
+    def ready(url: str) -> None:
+        console.print(f"  watch it: kubectl --server {url} get gpujobs,pods -A")
+
+    def table(counts: ClusterCounts, created: int) -> Table:
+        view = Table("created", "bound", "running", "succeeded", "pending", "GPUs in use", "jobs")
+        view.add_row(
+            str(created),
+            str(counts.bound),
+            str(counts.phases.get("Running", 0)),
+            str(counts.phases.get("Succeeded", 0)),
+            str(counts.phases.get("Pending", 0)),
+            str(counts.gpus_in_use),
+            ", ".join(f"{k}: {v}" for k, v in counts.jobs.items()) or "-",
+        )
+        return view
+
+    with Live(console=console, refresh_per_second=4) as live:
+        figures = run_live_demo(
+            nodes,
+            trace,
+            policy,
+            pod_count=pod_count,
+            wall_s=wall_s,
+            on_ready=ready,
+            on_tick=lambda counts, created: live.update(table(counts, created)),
+        )
+    summary = Table("live replay", "value", title="Operator + emulator")
+    for key, value in figures.items():
+        summary.add_row(key.replace("_", " "), str(value))
+    console.print(summary)
 
 
 @policy_app.command("validate")

@@ -55,8 +55,13 @@ def small_trace(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_demo_compares_every_strategy_and_writes_reports(tmp_path: Path) -> None:
-    result = voltpack("demo", "--seeds", "42", "--out", str(tmp_path / "demo"), "--jobs", "2")
+    result = voltpack(
+        "demo", "--seeds", "42", "--out", str(tmp_path / "demo"), "--jobs", "2",
+        "--replay-pods", "300", "--replay-seconds", "8",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert "kubectl --server http://127.0.0.1:" in result.stdout
+    assert "pods replayed" in result.stdout and "never placed" in result.stdout
     for name in DEMO_POLICIES:
         assert name in result.stdout
     assert "93.08%" in result.stdout  # the FGD paper's best-fit anchor is shown beside ours

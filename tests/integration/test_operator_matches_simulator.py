@@ -14,6 +14,7 @@ from tests.integration.conftest import wait_for
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.operator.translate import pod_to_k8s
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import policy_for_strategy
 from voltpack.scheduler.cycle import Scheduler
@@ -23,26 +24,6 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "openb"
 SEED = 7
 NODE_COUNT = 60
 POD_COUNT = 150
-
-
-def pod_object(
-    index: int, pod_name: str, cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int
-) -> dict:  # type: ignore[type-arg]
-    resources = {"requests": {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}}
-    annotations = {"voltpack.io/trace-pod": pod_name}
-    if num_gpu and gpu_milli < 1000:
-        annotations["voltpack.io/gpu-milli"] = str(gpu_milli)
-    elif num_gpu:
-        resources["limits"] = {"nvidia.com/gpu": str(num_gpu)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"p-{index:04d}", "annotations": annotations},
-        "spec": {
-            "schedulerName": "voltpack",
-            "containers": [{"name": "main", "image": "trace:1", "resources": resources}],
-        },
-    }
 
 
 @pytest.mark.parametrize("strategy", ["best-fit", "fgd"])
@@ -76,9 +57,7 @@ def test_operator_and_simulator_place_a_trace_slice_identically(strategy: str) -
         for index, pod in enumerate(pods):
             core.create_namespaced_pod(
                 "default",
-                pod_object(
-                    index, pod.name, pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli
-                ),
+                pod_to_k8s(pod, f"p-{index:04d}"),
             )
         operator = Operator(
             api,

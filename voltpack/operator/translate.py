@@ -12,11 +12,13 @@ from voltpack.model.cluster import MILLI_PER_GPU, Node
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.workload import Pod
 from voltpack.operator.conventions import (
+    DURATION_ANNOTATION,
     GPU_INDICES_ANNOTATION,
     GPU_MILLI_ANNOTATION,
     GPU_MODEL_LABELS,
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
+    SCHEDULER_NAME,
 )
 
 MIB = 2**20
@@ -131,5 +133,33 @@ def node_to_k8s(node: Node) -> dict[str, Any]:
             "capacity": dict(resources),
             "allocatable": dict(resources),
             "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod_to_k8s(
+    pod: Pod, name: str, *, duration_s: float | None = None, scheduler: str = SCHEDULER_NAME
+) -> dict[str, Any]:
+    """A Kubernetes pod asking for what `pod` asks for (used to replay traces through the API)."""
+    resources: dict[str, Any] = {
+        "requests": {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+    }
+    annotations = {}
+    if pod.is_gpu_sharing:
+        annotations[GPU_MILLI_ANNOTATION] = str(pod.gpu_milli)
+    elif pod.num_gpu:
+        resources["requests"][GPU_RESOURCE] = str(pod.num_gpu)
+        resources["limits"] = {GPU_RESOURCE: str(pod.num_gpu)}
+    if pod.gpu_models:
+        annotations[GPU_MODELS_ANNOTATION] = "|".join(pod.gpu_models)
+    if duration_s is not None:
+        annotations[DURATION_ANNOTATION] = f"{duration_s:g}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "main", "image": "trace-replay:1", "resources": resources}],
         },
     }
