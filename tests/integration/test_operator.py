@@ -242,6 +242,10 @@ def test_gpujobs_run_and_an_unplaceable_one_reports_why(
     assert "gang default/never" in condition["message"]
     listed = kubectl("get", "gpujobs", "-n", "default").stdout
     assert "fits" in listed and "never" in listed
+    events = kubectl.json("get", "events", "-n", "default")["items"]
+    job_events = [e for e in events if e["involvedObject"]["kind"] == "GPUJob"]
+    assert job_events and job_events[0]["involvedObject"]["name"] == "never"
+    assert "gang default/never" in job_events[0]["message"]
     gpu_usage_is_consistent(core)
 
 
@@ -318,3 +322,23 @@ def test_deleting_a_gpujob_removes_its_workers_through_the_finalizer(
 
         wait_for(gone, timeout_s=20, what="the job to be deleted")
         wait_for(lambda: pods_of(core, "short-worker-") == [], timeout_s=20, what="workers gone")
+
+
+def test_the_emulator_answers_a_binding_as_a_real_server_does(
+    emulator: RunningEmulator, core: client.CoreV1Api
+) -> None:
+    """kubernetes-client/python#825: the client cannot parse the Status a binding returns.
+
+    voltpack reads the reply raw; this pins the server behaviour that makes that necessary, so
+    a regression in either place shows.
+    """
+    core.create_namespaced_pod("default", pod_manifest("parsed", gpus=1))
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "parsed"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-a100-0"},
+    }
+    with pytest.raises(ValueError, match="target"):
+        core.create_namespaced_binding("default", body)
+    assert core.read_namespaced_pod("parsed", "default").spec.node_name == "gpu-a100-0"

@@ -59,18 +59,18 @@ def bind_gang(
 
 
 def record_event(
-    core: CoreV1Api, pod: dict[str, Any], reason: str, message: str, kind: str = "Warning"
+    core: CoreV1Api, obj: dict[str, Any], reason: str, message: str, kind: str = "Warning"
 ) -> None:
-    """A core/v1 Event on the pod, e.g. FailedScheduling with the decision's reason."""
-    meta = pod["metadata"]
+    """A core/v1 Event on a pod (or any object with `kind`), e.g. FailedScheduling."""
+    meta = obj["metadata"]
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
         "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
+            "apiVersion": obj.get("apiVersion", "v1"),
+            "kind": obj.get("kind", "Pod"),
             "name": meta["name"],
             "namespace": meta.get("namespace"),
             "uid": meta.get("uid"),

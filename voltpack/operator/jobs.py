@@ -11,6 +11,7 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 from pydantic import ValidationError
 
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
+from voltpack.operator.binder import record_event
 from voltpack.operator.conventions import (
     GPU_MILLI_ANNOTATION,
     GPU_MODELS_ANNOTATION,
@@ -186,6 +187,18 @@ class JobController:
         status = job_status(job, workers, unplaced)
         if status != (job.get("status") or {}):
             self._write_status(job, status)
+            condition = status["conditions"][0]
+            before = ((job.get("status") or {}).get("conditions") or [{}])[0]
+            if (
+                condition["reason"] == "Unschedulable"
+                and before.get("message") != condition["message"]
+            ):
+                record_event(
+                    self.core,
+                    {**job, "apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "GPUJob"},
+                    "FailedScheduling",
+                    condition["message"],
+                )
 
     def _clean_up(self, job: dict[str, Any], workers: list[dict[str, Any]]) -> None:
         meta = job["metadata"]
