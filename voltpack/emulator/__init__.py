@@ -12,6 +12,18 @@ asked, finish). See `runner.py` for how to start it and `faults.py` for fault in
         ...                                  # or: kubectl --server <emu.url> get nodes
         emu.faults.fail_next(1, status=500)  # the next request gets a 500
         emu.compact_history()                # watches from older resourceVersions get 410
+
+What it simplifies, compared with a real kube-apiserver:
+- strategic merge patch merges the well-known lists by key (containers by name, env, volumes,
+  conditions, ports, ...) and treats finalizers as a set; other lists are replaced;
+  `$setElementOrder` is ignored. Server-side apply is create-or-merge, with no field managers;
+- custom resources are validated against their OpenAPI schema, but CEL rules
+  (`x-kubernetes-validations`), list-type uniqueness and string formats are not checked; CRD
+  conversion only rewrites `apiVersion`;
+- core and events.k8s.io Events are stored apart; foreground deletion acts as background;
+- no node heartbeats or node leases, and pods stay on a deleted node;
+- protobuf request bodies are decoded for Namespace, ConfigMap and Secret only (what `kubectl
+  create` sends); `/openapi/v3` is served without schemas, so `kubectl explain` has nothing.
 """
 
 from voltpack.emulator.errors import EmulatorError
