@@ -1,0 +1,1 @@
+"""GPU telemetry: device backends behind one protocol, topology, the node agent, the exporter."""
