@@ -40,6 +40,8 @@ from voltpack.sim.experiment import ArrivalOrder
 from voltpack.sim.report import PolicySummary, write_reports
 from voltpack.sim.runner import ExperimentPlan, run_plan
 from voltpack.sim.traces.openb import load_nodes, load_pods
+from voltpack.telemetry.agent import run_agent
+from voltpack.telemetry.backends import open_backend
 
 app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy files.", no_args_is_help=True)
@@ -345,6 +347,47 @@ def emulator(
         on_ready=lambda url: console.print(
             f"emulator with {len(node_list)} nodes at {url}\n  kubectl --server {url} get nodes"
         ),
+    )
+
+
+@app.command()
+def agent(
+    backend: Annotated[str, typer.Option(help="auto, nvml, amd or simulated")] = "auto",
+    node_name: Annotated[str, typer.Option(help="node label on every metric")] = (
+        socket.gethostname()
+    ),
+    host: Annotated[str, typer.Option(help="address of /metrics and /healthz")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="port of /metrics and /healthz")] = 9410,
+    power_interval_s: Annotated[float, typer.Option(help="power sampling period")] = 1.0,
+    full_interval_s: Annotated[float, typer.Option(help="full sampling period")] = 10.0,
+    dcgm_compat: Annotated[bool, typer.Option(help="also export dcgm-exporter names")] = False,
+    simulated_model: Annotated[str, typer.Option(help="GPU model of --backend simulated")] = (
+        "H100-SXM"
+    ),
+    simulated_gpus: Annotated[int, typer.Option(help="GPUs of --backend simulated")] = 8,
+) -> None:
+    """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
+    if backend not in ("auto", "nvml", "amd", "simulated"):
+        raise typer.BadParameter(f"--backend {backend!r}: allowed: auto, nvml, amd, simulated")
+    try:
+        device = open_backend(
+            backend,  # type: ignore[arg-type]
+            simulated_model=simulated_model,
+            simulated_gpus=simulated_gpus,
+        )
+    except VoltpackError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    console.print(f"voltpack agent ({device.vendor}) on {host}:{port} for node {node_name}")
+    run_agent(
+        device,
+        node_name,
+        host,
+        port,
+        power_interval_s=power_interval_s,
+        full_interval_s=full_interval_s,
+        dcgm_compat=dcgm_compat,
     )
 
 

@@ -177,3 +177,10 @@ def test_policy_strategies_lists_every_strategy() -> None:
         "gpu-clustering",
     ):
         assert name in result.stdout
+
+
+def test_agent_without_gpus_says_what_is_missing() -> None:
+    result = voltpack("agent", "--backend", "auto", "--port", "0")
+    assert result.returncode == 2
+    assert "libnvidia-ml.so.1" in result.stderr
+    assert "--backend simulated" in result.stderr
