@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from kubernetes.client import CustomObjectsApi
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -22,6 +23,7 @@ from voltpack.emulator import EmulatorConfig, serve
 from voltpack.live_demo import ClusterCounts, run_live_demo
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.connect import api_client
+from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.registry import strategy_names, strategy_summaries
 from voltpack.policies.schema import (
@@ -365,6 +367,12 @@ def agent(
         "H100-SXM"
     ),
     simulated_gpus: Annotated[int, typer.Option(help="GPUs of --backend simulated")] = 8,
+    publish: Annotated[
+        bool, typer.Option(help="keep this node's GPUNode in step (status out, settings in)")
+    ] = False,
+    server: Annotated[
+        str | None, typer.Option(help="API server for --publish (default: in-cluster)")
+    ] = None,
 ) -> None:
     """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
     if backend not in ("auto", "nvml", "amd", "simulated"):
@@ -380,6 +388,12 @@ def agent(
         raise typer.Exit(2) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     console.print(f"voltpack agent ({device.vendor}) on {host}:{port} for node {node_name}")
+    stop = threading.Event()
+    if publish:
+        sync = GpuNodeSync(CustomObjectsApi(api_client(server)), node_name, device)
+        threading.Thread(
+            target=_publish_loop, args=(sync, full_interval_s, stop), daemon=True
+        ).start()
     run_agent(
         device,
         node_name,
@@ -388,7 +402,17 @@ def agent(
         power_interval_s=power_interval_s,
         full_interval_s=full_interval_s,
         dcgm_compat=dcgm_compat,
+        stop_event=stop,
     )
+
+
+def _publish_loop(sync: GpuNodeSync, interval_s: float, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            sync.reconcile_once()
+        except Exception:  # the API may be away: log, retry next interval
+            logging.getLogger("voltpack.agent").exception("GPUNode sync failed")
+        stop.wait(interval_s)
 
 
 @app.command()

@@ -1,0 +1,95 @@
+"""The agent's GPUNode loop against the emulator: status from the GPUs, spec applied to them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from voltpack.emulator import RunningEmulator
+from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.telemetry.simulated import SimulatedBackend
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "helm" / "voltpack" / "crds"
+
+
+def install_crds(extensions: client.ApiextensionsV1Api) -> None:
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+
+
+def gpunode(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    return custom.get_cluster_custom_object(  # type: ignore[no-any-return]
+        "voltpack.io", "v1alpha1", "gpunodes", name
+    )
+
+
+def test_status_reports_the_gpus_and_the_spec_is_applied(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    backend = SimulatedBackend("H100-SXM", 8, node_name="gpu-a100-0")
+    sync = GpuNodeSync(custom, "gpu-a100-0", backend)
+    assert sync.reconcile_once() == []
+    status = gpunode(custom, "gpu-a100-0")["status"]
+    assert len(status["gpus"]) == 8
+    assert {g["health"] for g in status["gpus"]} == {"Healthy"}
+    assert status["gpus"][0]["powerLimitW"] == 700
+    assert status["topology"]["nvlinkDomains"] == [list(range(8))]
+
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "gpu-a100-0",
+        {"spec": {"gpus": [
+            {"index": 3, "powerLimitW": 400},
+            {"index": 5, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}},
+        ]}},
+    )  # fmt: skip
+    results = sync.reconcile_once()
+    assert [(r.index, r.action, r.ok) for r in results] == [
+        (3, "set-power-limit", True),
+        (5, "lock-clocks", True),
+    ]
+    assert backend.sample(3).power_limit_w == 400
+    status = gpunode(custom, "gpu-a100-0")["status"]
+    assert status["gpus"][3]["powerLimitW"] == 400
+    assert status["gpus"][5]["lockedClocks"] == {"minMhz": 900, "maxMhz": 1400}
+    applied = {c["type"]: c for c in status["conditions"]}["SettingsApplied"]
+    assert applied["status"] == "True"
+    # level-triggered: nothing to change on the next pass
+    assert sync.reconcile_once() == []
+
+    # removing the cap from the spec resets the GPU to its default limit
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "gpu-a100-0", {"spec": {"gpus": []}}
+    )
+    actions = [(r.index, r.action) for r in sync.reconcile_once()]
+    assert (3, "reset-power-limit") in actions and (5, "unlock-clocks") in actions
+    assert backend.sample(3).power_limit_w == 700
+
+
+def test_a_refused_setting_is_reported_not_raised(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    backend = SimulatedBackend("H100-SXM", 2, node_name="n")
+    sync = GpuNodeSync(custom, "n", backend)
+    sync.reconcile_once()
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "n",
+        {"spec": {"gpus": [{"index": 0, "powerLimitW": 5000}]}},
+    )  # fmt: skip
+    results = sync.reconcile_once()
+    assert [r.ok for r in results] == [False]
+    applied = {c["type"]: c for c in gpunode(custom, "n")["status"]["conditions"]}
+    assert applied["SettingsApplied"]["status"] == "False"
+    assert "GPU 0 set-power-limit" in applied["SettingsApplied"]["message"]
+    backend.mark_lost(1)
+    sync.reconcile_once()
+    gpus = gpunode(custom, "n")["status"]["gpus"]
+    assert [g["health"] for g in gpus] == ["Healthy", "Unhealthy"]

@@ -1,0 +1,220 @@
+"""The node agent's side of `GPUNode`: report inventory, health, power and topology in status,
+and apply the power limits and clock locks the spec asks for, reporting what was applied.
+
+Level-triggered: each pass reads the spec as it is now and the device as it is now, changes
+only what differs, and writes the whole status. A refused setting (permission, range) becomes a
+`SettingsApplied=False` condition with the driver's message; it never stops the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client import CustomObjectsApi
+from pydantic import ValidationError
+
+from voltpack.model.resources import API_GROUP, API_VERSION, GpuNodeSpec, GpuNodeStatus
+from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.telemetry.device import (
+    ActuationResult,
+    GpuBackend,
+    GpuSample,
+    TelemetryError,
+    Topology,
+)
+
+log = logging.getLogger(__name__)
+
+PLURAL = "gpunodes"
+POWER_TOLERANCE_W = 1.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def nvlink_domains(topology: Topology) -> list[list[int]]:
+    """Groups of GPUs joined (transitively) by NVLink or xGMI."""
+    parent: dict[int, int] = {}
+
+    def root(gpu: int) -> int:
+        while parent.setdefault(gpu, gpu) != gpu:
+            gpu = parent[gpu]
+        return gpu
+
+    for link in topology.links:
+        if link.kind in ("nvlink", "xgmi"):
+            parent[root(link.gpu_a)] = root(link.gpu_b)
+    groups: dict[int, list[int]] = {}
+    for gpu in sorted(parent):
+        groups.setdefault(root(gpu), []).append(gpu)
+    return [sorted(group) for group in groups.values() if len(group) > 1]
+
+
+class GpuNodeSync:
+    """Keeps one node's `GPUNode` in step with its GPUs."""
+
+    def __init__(
+        self,
+        custom: CustomObjectsApi,
+        node_name: str,
+        backend: GpuBackend,
+        clock: Callable[[], str] = _now,
+    ) -> None:
+        self.custom = custom
+        self.node_name = node_name
+        self.backend = backend
+        self.clock = clock
+        self._locked: dict[int, tuple[int, int] | None] = {}
+
+    def reconcile_once(self) -> list[ActuationResult]:
+        """Apply the spec, then write the status; return the setting changes attempted."""
+        resource = self._get_or_create()
+        try:
+            spec = GpuNodeSpec.model_validate(resource.get("spec") or {})
+        except ValidationError as exc:
+            spec = GpuNodeSpec()
+            log.warning("GPUNode %s: invalid spec ignored: %s", self.node_name, exc)
+        samples = self._samples()
+        results = self._apply(spec, samples)
+        if results:
+            samples = self._samples()  # read back what the device now reports
+        self._write_status(samples, results)
+        return results
+
+    def _get_or_create(self) -> dict[str, Any]:
+        try:
+            return call_json(
+                self.custom.get_cluster_custom_object,
+                API_GROUP,
+                API_VERSION,
+                PLURAL,
+                self.node_name,
+            )
+        except Exception as error:
+            if status_code(error) != 404:
+                raise
+        body = {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": "GPUNode",
+            "metadata": {"name": self.node_name},
+            "spec": {},
+        }
+        return call_json(
+            self.custom.create_cluster_custom_object, API_GROUP, API_VERSION, PLURAL, body
+        )
+
+    def _samples(self) -> dict[int, GpuSample | None]:
+        readings: dict[int, GpuSample | None] = {}
+        for gpu in self.backend.inventory():
+            try:
+                readings[gpu.index] = self.backend.sample(gpu.index)
+            except TelemetryError as error:
+                log.warning("GPU %d: %s", gpu.index, error)
+                readings[gpu.index] = None
+        return readings
+
+    def _apply(
+        self, spec: GpuNodeSpec, samples: dict[int, GpuSample | None]
+    ) -> list[ActuationResult]:
+        results: list[ActuationResult] = []
+        wanted = {setting.index: setting for setting in spec.gpus}
+        for index, sample in samples.items():
+            if sample is None:
+                continue
+            setting = wanted.get(index)
+            target_w = setting.power_limit_w if setting else None
+            if target_w is not None:
+                current = sample.power_limit_w
+                if current is None or abs(current - target_w) > POWER_TOLERANCE_W:
+                    results.append(self.backend.set_power_limit(index, target_w))
+            elif self._is_capped(index, sample):
+                results.append(self.backend.reset_power_limit(index))
+            clocks = setting.locked_clocks if setting else None
+            want = (clocks.min_mhz, clocks.max_mhz) if clocks else None
+            if want != self._locked.get(index):
+                result = (
+                    self.backend.lock_clocks(index, *want)
+                    if want
+                    else self.backend.unlock_clocks(index)
+                )
+                results.append(result)
+                if result.ok:
+                    self._locked[index] = want
+        return results
+
+    def _is_capped(self, index: int, sample: GpuSample) -> bool:
+        if sample.power_limit_w is None:
+            return False
+        try:
+            default_w = self.backend.power_limit_range(index).default_w
+        except TelemetryError:
+            return False
+        return abs(sample.power_limit_w - default_w) > POWER_TOLERANCE_W
+
+    def _write_status(
+        self, samples: dict[int, GpuSample | None], results: list[ActuationResult]
+    ) -> None:
+        inventory = {gpu.index: gpu for gpu in self.backend.inventory()}
+        devices = []
+        for index, gpu in sorted(inventory.items()):
+            sample = samples.get(index)
+            healthy = sample is not None and sample.healthy
+            locked = self._locked.get(index)
+            devices.append(
+                {
+                    "index": index,
+                    "uuid": gpu.uuid,
+                    "model": gpu.name,
+                    "memoryMib": (gpu.memory_total_bytes or 0) // 2**20,
+                    "health": "Healthy" if healthy else "Unhealthy",
+                    "powerLimitW": sample.power_limit_w if sample else None,
+                    "powerDrawW": sample.power_w if sample else None,
+                    "lockedClocks": (
+                        {"minMhz": locked[0], "maxMhz": locked[1]} if locked else None
+                    ),
+                }
+            )
+        try:
+            topology = self.backend.topology()
+            topology_status: dict[str, Any] | None = {
+                "nvlinkDomains": nvlink_domains(topology),
+                "numaNodes": _numa_groups(topology),
+            }
+        except TelemetryError:
+            topology_status = None
+        failures = [r for r in results if not r.ok]
+        conditions = [
+            {"type": "Ready", "status": "True", "reason": "AgentReporting", "message": ""},
+            {
+                "type": "SettingsApplied",
+                "status": "False" if failures else "True",
+                "reason": "DriverRefused" if failures else "Applied",
+                "message": "; ".join(f"GPU {r.index} {r.action}: {r.error}" for r in failures),
+            },
+        ]
+        status = GpuNodeStatus.model_validate(
+            {
+                "gpus": devices,
+                "topology": topology_status,
+                "lastHeartbeatTime": self.clock(),
+                "conditions": conditions,
+            }
+        ).model_dump(by_alias=True, exclude_none=True)
+        try:
+            call_json(
+                self.custom.patch_cluster_custom_object_status,
+                API_GROUP, API_VERSION, PLURAL, self.node_name, {"status": status},
+            )  # fmt: skip
+        except Exception as error:
+            log.warning("GPUNode %s: status not written: %s", self.node_name, api_message(error))
+
+
+def _numa_groups(topology: Topology) -> list[list[int]]:
+    groups: dict[int, list[int]] = {}
+    for gpu, numa in sorted(topology.numa_node_of_gpu.items()):
+        groups.setdefault(numa, []).append(gpu)
+    return [groups[numa] for numa in sorted(groups)]
