@@ -96,7 +96,7 @@ def test_exposition_passes_promtool(agent: RunningAgent, backend: SimulatedBacke
     ):
         assert name in names, f"{name} missing from the exposition"
     throttled = names["voltpack_gpu_throttled"]
-    assert [(lbl["gpu"], lbl["reason"], v) for lbl, v in throttled] == [("7", "sw_power_cap", 1)]
+    assert [(lbl["gpu"], lbl["reason"], v) for lbl, v in throttled] == [("7", "sw-power-cap", 1)]
     limits = {lbl["gpu"]: v for lbl, v in names["voltpack_gpu_power_limit_watts"]}
     assert limits["7"] == 300 and limits["0"] == 700
     assert "5" not in limits  # a lost GPU serves no stale readings

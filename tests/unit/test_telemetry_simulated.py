@@ -86,7 +86,7 @@ def test_a_binding_cap_holds_power_and_slows_the_gpu(sim: SimulatedBackend) -> N
     sample = sim.sample(0)
     assert sample.power_limit_w == 385
     assert sample.power_w == pytest.approx(385)
-    assert sample.throttle_reasons == ("sw_power_cap",)
+    assert sample.throttle_reasons == ("sw-power-cap",)
     # (385 - 70) / (700 - 70): half speed, half the clock
     assert sim.speed_factor(0) == pytest.approx(0.5)
     assert sample.sm_clock_mhz == pytest.approx(990)

@@ -8,7 +8,7 @@ a deterministic seeded pattern (a new level every `pattern_period_s` seconds). I
 
 where the clock factor is the locked maximum SM clock over the model's maximum (1.0 when the
 clocks are unlocked). When the cap binds, the GPU slows down like a real one: the speed factor
-`(limit - idle) / (demand - idle)` scales the reported SM clock and `sw_power_cap` is reported
+`(limit - idle) / (demand - idle)` scales the reported SM clock and `sw-power-cap` is reported
 as a throttle reason. Energy integrates power exactly (the power is piecewise constant) over an
 injectable monotonic clock, so tests are deterministic.
 
@@ -244,7 +244,7 @@ class SimulatedBackend:
                 sm_clock_mhz=op.sm_clock_mhz,
                 memory_clock_mhz=self.memory_clock_mhz,
                 temperature_c=round(30.0 + 50.0 * op.power_w / self.tdp_w, 1),
-                throttle_reasons=("sw_power_cap",) if op.capped else (),
+                throttle_reasons=("sw-power-cap",) if op.capped else (),
                 ecc_errors_total=gpu.ecc_errors_total,
                 xid_errors_total=gpu.xid_errors_total,
                 last_xid=gpu.last_xid,
