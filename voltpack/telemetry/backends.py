@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from voltpack.telemetry.amd import AmdSmiBackend
 from voltpack.telemetry.device import BackendUnavailableError, GpuBackend
 from voltpack.telemetry.nvml import NvmlBackend
 from voltpack.telemetry.simulated import SimulatedBackend
 
 BackendName = Literal["auto", "nvml", "amd", "simulated"]
-
-
-def _amd() -> GpuBackend:
-    raise BackendUnavailableError(
-        "the AMD SMI backend is not implemented yet; use --backend nvml or simulated"
-    )
 
 
 def open_backend(
@@ -26,9 +21,10 @@ def open_backend(
     if name == "nvml":
         return NvmlBackend()
     if name == "amd":
-        return _amd()
+        return AmdSmiBackend()
     problems = []
-    for opener in (NvmlBackend, _amd):
+    openers: tuple[type[NvmlBackend] | type[AmdSmiBackend], ...] = (NvmlBackend, AmdSmiBackend)
+    for opener in openers:
         try:
             return opener()
         except BackendUnavailableError as error:
