@@ -44,6 +44,7 @@ from voltpack.sim.runner import ExperimentPlan, run_plan
 from voltpack.sim.traces.openb import load_nodes, load_pods
 from voltpack.telemetry.agent import run_agent
 from voltpack.telemetry.backends import open_backend
+from voltpack.telemetry.podresources.client import DEFAULT_SOCKET, CachedPodMapping
 
 app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy files.", no_args_is_help=True)
@@ -373,6 +374,12 @@ def agent(
     server: Annotated[
         str | None, typer.Option(help="API server for --publish (default: in-cluster)")
     ] = None,
+    sysfs_root: Annotated[
+        str, typer.Option(help="root of /sys for NIC and PCIe topology (a container mount)")
+    ] = "/",
+    pod_resources_socket: Annotated[
+        str, typer.Option(help="kubelet pod-resources socket, for pod labels on GPU metrics")
+    ] = DEFAULT_SOCKET,
 ) -> None:
     """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
     if backend not in ("auto", "nvml", "amd", "simulated"):
@@ -390,7 +397,9 @@ def agent(
     console.print(f"voltpack agent ({device.vendor}) on {host}:{port} for node {node_name}")
     stop = threading.Event()
     if publish:
-        sync = GpuNodeSync(CustomObjectsApi(api_client(server)), node_name, device)
+        sync = GpuNodeSync(
+            CustomObjectsApi(api_client(server)), node_name, device, sysfs_root=sysfs_root
+        )
         threading.Thread(
             target=_publish_loop, args=(sync, full_interval_s, stop), daemon=True
         ).start()
@@ -402,6 +411,7 @@ def agent(
         power_interval_s=power_interval_s,
         full_interval_s=full_interval_s,
         dcgm_compat=dcgm_compat,
+        pod_mapping=CachedPodMapping(pod_resources_socket),
         stop_event=stop,
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from tests.unit.test_sysfs_topology import FakeSysfs
 from voltpack.emulator import RunningEmulator
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.telemetry.simulated import SimulatedBackend
@@ -93,3 +94,28 @@ def test_a_refused_setting_is_reported_not_raised(
     sync.reconcile_once()
     gpus = gpunode(custom, "n")["status"]["gpus"]
     assert [g["health"] for g in gpus] == ["Healthy", "Unhealthy"]
+
+
+def test_nics_from_sysfs_are_published_with_the_gpus_they_serve(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+    tmp_path: Path,
+) -> None:
+    install_crds(extensions)
+    backend = SimulatedBackend("A100-80GB", 4, node_name="n")
+    addresses = [g.pci_bus_id for g in backend.inventory()]
+    fs = FakeSysfs(tmp_path)
+    for switch, (complex_bus, numa) in enumerate([("10", 0), ("80", 1)]):
+        chain = [f"pci0000:{complex_bus}", f"0000:{complex_bus}:01.0", f"0000:{switch}1:00.0"]
+        for gpu in (2 * switch, 2 * switch + 1):
+            address = str(addresses[gpu]).lower().removeprefix("0000")
+            fs.pci_device([*chain, f"0000:{switch}2:0{gpu}.0", address], numa)
+        hca = fs.pci_device([*chain, f"0000:{switch}2:09.0", f"0000:{switch}5:00.0"], numa)
+        fs.ib_device(hca, f"mlx5_{switch}", f"ib{switch}", "400 Gb/sec (4X NDR)")
+    GpuNodeSync(custom, "n", backend, sysfs_root=str(tmp_path)).reconcile_once()
+    nics = gpunode(custom, "n")["status"]["topology"]["nics"]
+    assert nics == [
+        {"name": "mlx5_0", "nicClass": "infiniband", "bandwidthGbps": 400.0, "gpus": [0, 1]},
+        {"name": "mlx5_1", "nicClass": "infiniband", "bandwidthGbps": 400.0, "gpus": [2, 3]},
+    ]

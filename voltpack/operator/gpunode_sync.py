@@ -21,10 +21,12 @@ from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.telemetry.device import (
     ActuationResult,
     GpuBackend,
+    GpuInventory,
     GpuSample,
     TelemetryError,
     Topology,
 )
+from voltpack.telemetry.sysfs_topology import SysfsTopology, discover_topology, with_pcie_links
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +65,15 @@ class GpuNodeSync:
         node_name: str,
         backend: GpuBackend,
         clock: Callable[[], str] = _now,
+        sysfs_root: str | None = None,
     ) -> None:
         self.custom = custom
         self.node_name = node_name
         self.backend = backend
         self.clock = clock
+        self.sysfs_root = sysfs_root
         self._locked: dict[int, tuple[int, int] | None] = {}
+        self._sysfs: SysfsTopology | None = None
 
     def reconcile_once(self) -> list[ActuationResult]:
         """Apply the spec, then write the status; return the setting changes attempted."""
@@ -155,6 +160,28 @@ class GpuNodeSync:
             return False
         return abs(sample.power_limit_w - default_w) > POWER_TOLERANCE_W
 
+    def _topology_status(self, inventory: list[GpuInventory]) -> dict[str, Any] | None:
+        """NVLink domains and NUMA from the backend; NICs (and missing NUMA) from sysfs."""
+        try:
+            topology = self.backend.topology()
+        except TelemetryError as error:
+            log.warning("topology unavailable: %s", error)
+            return None
+        nics: list[dict[str, Any]] = []
+        if self.sysfs_root is not None:
+            try:
+                if self._sysfs is None:  # the wiring of a node does not change while it runs
+                    self._sysfs = discover_topology(inventory, self.sysfs_root)
+                topology = with_pcie_links(topology, self._sysfs.gpus)
+                nics = [nic.model_dump(by_alias=True) for nic in self._sysfs.nic_models()]
+            except TelemetryError as error:
+                log.warning("sysfs topology unavailable: %s", error)
+        return {
+            "nvlinkDomains": nvlink_domains(topology),
+            "numaNodes": _numa_groups_of(topology),
+            "nics": nics,
+        }
+
     def _write_status(
         self, samples: dict[int, GpuSample | None], results: list[ActuationResult]
     ) -> None:
@@ -178,14 +205,7 @@ class GpuNodeSync:
                     ),
                 }
             )
-        try:
-            topology = self.backend.topology()
-            topology_status: dict[str, Any] | None = {
-                "nvlinkDomains": nvlink_domains(topology),
-                "numaNodes": _numa_groups(topology),
-            }
-        except TelemetryError:
-            topology_status = None
+        topology_status = self._topology_status(list(inventory.values()))
         failures = [r for r in results if not r.ok]
         conditions = [
             {"type": "Ready", "status": "True", "reason": "AgentReporting", "message": ""},
@@ -213,7 +233,7 @@ class GpuNodeSync:
             log.warning("GPUNode %s: status not written: %s", self.node_name, api_message(error))
 
 
-def _numa_groups(topology: Topology) -> list[list[int]]:
+def _numa_groups_of(topology: Topology) -> list[list[int]]:
     groups: dict[int, list[int]] = {}
     for gpu, numa in sorted(topology.numa_node_of_gpu.items()):
         groups.setdefault(numa, []).append(gpu)
