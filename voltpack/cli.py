@@ -300,6 +300,7 @@ def operator(
     ),
     seed: Annotated[int, typer.Option(help="seed of the scheduling decisions")] = 0,
     lease_seconds: Annotated[int, typer.Option(help="leader Lease duration")] = 15,
+    metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port (-1: off)")] = 9411,
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, elect a leader, report Events."""
     try:
@@ -319,6 +320,7 @@ def operator(
         namespace=namespace,
         seed=seed,
         lease_duration_s=lease_seconds,
+        metrics_port=None if metrics_port < 0 else metrics_port,
     )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)

@@ -25,6 +25,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -34,13 +35,19 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from kubernetes import client
 
+from tests.integration.conftest import pod_manifest
 from tests.integration.prometheus import (
     PrometheusServer,
     free_port,
     http_get,
     require_binary,
 )
+from voltpack.emulator import EmulatorConfig, running_emulator
+from voltpack.model import Node
+from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.policies.schema import policy_for_strategy
 from voltpack.telemetry.agent import NodeAgent, RunningAgent, start_agent
 from voltpack.telemetry.simulated import SimulatedBackend
 
@@ -235,6 +242,45 @@ def running_prometheus_with_rules(
                 process.wait(timeout=20)
 
 
+@contextmanager
+def scheduling_operator() -> Iterator[Operator]:
+    """An operator scheduling an emulated two-node cluster: some pods bound, one pending."""
+    nodes = [
+        Node.empty("gpu-node-0", 128_000, 1_048_576, 8, "H100-SXM"),
+        Node.empty("gpu-node-1", 64_000, 524_288, 4, "A100-80GB"),
+    ]
+    with running_emulator(nodes=nodes, config=EmulatorConfig(lifecycle=False)) as emulator:
+        api = client.ApiClient(client.Configuration(host=emulator.url))
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": "voltpack-system"}})
+        for index, gpus in enumerate([1, 2, 4, 16]):  # 16 GPUs fit nowhere: stays pending
+            core.create_namespaced_pod("default", pod_manifest(f"w-{index}", gpus=gpus))
+        core.create_namespaced_pod(
+            "default", pod_manifest("share", annotations={"voltpack.io/gpu-milli": "300"})
+        )
+        config = OperatorConfig(
+            policy=policy_for_strategy("best-fit"),
+            identity="dashboards",
+            cycle_interval_s=0.1,
+            lease_duration_s=5,
+            metrics_port=0,
+        )
+        operator = Operator(api, config)
+        stop = threading.Event()
+        thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while operator.stats.bound < 4 or operator.metrics is None:
+            assert time.monotonic() < deadline, "the operator did not bind the fitting pods"
+            time.sleep(0.05)
+        try:
+            yield operator
+        finally:
+            stop.set()
+            thread.join(timeout=15)
+            api.close()
+
+
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
     """Prometheus scraping the scenario of the module docstring, with every signal in place."""
@@ -258,7 +304,13 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]
         )
         agent1 = stack.enter_context(RunningAgent(lagging, "127.0.0.1", 0))
         down = f"127.0.0.1:{free_port()}"  # nothing listens here
-        targets = [f"127.0.0.1:{agent0.port}", f"127.0.0.1:{agent1.port}", down]
+        operator = stack.enter_context(scheduling_operator())
+        targets = [
+            f"127.0.0.1:{agent0.port}",
+            f"127.0.0.1:{agent1.port}",
+            down,
+            f"127.0.0.1:{operator.metrics.port}",
+        ]
         server = stack.enter_context(
             running_prometheus_with_rules(tmp, targets, write_plain_rules(tmp))
         )

@@ -263,6 +263,7 @@ def test_a_killed_operator_process_loses_nothing(tmp_path: Path) -> None:
             command = [
                 sys.executable, "-m", "voltpack", "operator", "--server", emulator.url,
                 "--policy", "best-fit", "--identity", identity, "--lease-seconds", "2",
+                "--metrics-port", "0",
             ]  # fmt: skip
             return subprocess.Popen(
                 command, stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{identity}.log", "w")

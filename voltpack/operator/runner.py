@@ -11,18 +11,23 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
+from voltpack.model.errors import InvalidRequestError
+from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.operator.binder import bind_gang, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.conventions import GPU_INDICES_ANNOTATION
+from voltpack.operator.conventions import GPU_INDICES_ANNOTATION, SCHEDULER_NAME
 from voltpack.operator.cycle import CyclePlan, plan_cycle
 from voltpack.operator.jobs import JobController
 from voltpack.operator.leader import LeaderElector
+from voltpack.operator.metrics import ClusterFigures, MetricsServer, cluster_figures, now_s
+from voltpack.operator.translate import pod_from_k8s
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
@@ -41,6 +46,8 @@ class OperatorConfig:
     seed: int = 0
     cycle_interval_s: float = 1.0
     lease_duration_s: int = 15
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on this port (0: any free one; None: do not serve)."""
 
 
 @dataclass
@@ -82,9 +89,13 @@ class Operator:
         self._last_event: dict[str, str] = {}
         self._last_unplaced: dict[str, str] = {}
         self.stats = OperatorStats()
+        self.figures = ClusterFigures()
+        self.metrics: MetricsServer | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set; then give up the Lease."""
+        if self.config.metrics_port is not None:
+            self.metrics = MetricsServer(self, port=self.config.metrics_port)
         self.nodes.start(stop)
         self.pods.start(stop)
         self.jobs.start(stop)
@@ -107,6 +118,8 @@ class Operator:
                     self.pods.changed.wait(wait_s)
         finally:
             self.elector.release()
+            if self.metrics is not None:
+                self.metrics.stop()
 
     def _cycle_safely(self) -> None:
         try:
@@ -117,6 +130,7 @@ class Operator:
 
     def run_cycle(self) -> CyclePlan:
         """One cycle: snapshot the caches, decide, and (as leader) bind and report."""
+        started = time.perf_counter()
         nodes = self.nodes.items()
         pods = self.pods.items()
         snapshot = build_snapshot(nodes, pods)
@@ -126,8 +140,11 @@ class Operator:
                 self._strategy, snapshot.node_count, rank_rng
             )
             self._node_names = snapshot.node_names
-        plan = plan_cycle(self._scheduler, snapshot, pending_work(pods), self._rng, self._observed)
+        work = pending_work(pods)
+        figures_snapshot = snapshot.copy()
+        plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed)
         self.stats.cycles += 1
+        self.figures = self._figures(figures_snapshot, pods, time.perf_counter() - started)
         self.stats.last_plan = plan
         if not self.elector.is_leader():
             return plan
@@ -159,6 +176,25 @@ class Operator:
                 self.stats.events += 1
         return plan
 
+    def _figures(
+        self, snapshot: ClusterSnapshot, pods: list[dict[str, Any]], duration_s: float
+    ) -> ClusterFigures:
+        workload = []
+        pending_created = []
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            try:
+                workload.append(pod_from_k8s(pod))
+            except InvalidRequestError:
+                continue
+            spec = pod.get("spec") or {}
+            if spec.get("schedulerName") == SCHEDULER_NAME and not spec.get("nodeName"):
+                created = _parse_time(pod["metadata"].get("creationTimestamp"))
+                if created is not None:
+                    pending_created.append(created)
+        return cluster_figures(snapshot, workload, pending_created, now_s(), duration_s)
+
     def _assume_bound(self, pod: dict[str, Any] | None, node: str, gpus: tuple[int, ...]) -> None:
         if pod is None:
             return
@@ -167,3 +203,12 @@ class Operator:
         annotations[GPU_INDICES_ANNOTATION] = ",".join(str(g) for g in gpus)
         pod["metadata"]["annotations"] = annotations
         self.pods.assume(pod)
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,151 @@
+"""The operator's Prometheus metrics: scheduling work, GPUs allocated by model, fragmentation.
+
+Read from the last scheduling cycle (no extra API calls on a scrape). Names follow the
+Prometheus conventions: base units, `_total` counters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.workload import Pod
+from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
+
+
+@dataclass
+class ClusterFigures:
+    """What the last cycle saw, kept for scrapes."""
+
+    gpus_by_model: dict[str, float] = field(default_factory=dict)
+    allocated_gpus_by_model: dict[str, float] = field(default_factory=dict)
+    pending_pods: int = 0
+    oldest_pending_s: float = 0.0
+    fragmented_gpus: float = 0.0
+    idle_gpus: float = 0.0
+    cycle_duration_s: float = 0.0
+    updated_at_s: float = 0.0
+
+
+def cluster_figures(
+    snapshot: ClusterSnapshot,
+    workload: list[Pod],
+    pending_created_s: list[float],
+    now_s: float,
+    cycle_duration_s: float,
+) -> ClusterFigures:
+    """Per-model GPU totals and allocations, pending work, and fragmentation of the snapshot.
+
+    Fragmentation is measured against the shapes of `workload` (the pods the cluster holds and
+    waits for): the expected idle GPU capacity those shapes could not use.
+    """
+    figures = ClusterFigures(cycle_duration_s=cycle_duration_s, updated_at_s=now_s)
+    for index, model in enumerate(snapshot.gpu_models):
+        rows = snapshot.node_gpu_model == index
+        total = float(snapshot.gpu_count[rows].sum())
+        free = float(snapshot.gpu_free_milli[rows].sum()) / MILLI_PER_GPU
+        figures.gpus_by_model[model] = total
+        figures.allocated_gpus_by_model[model] = total - free
+    figures.pending_pods = len(pending_created_s)
+    figures.oldest_pending_s = max((now_s - t for t in pending_created_s), default=0.0)
+    figures.idle_gpus = float(snapshot.gpu_free_milli.sum()) / MILLI_PER_GPU
+    if workload and snapshot.node_count:
+        measure = FragmentationModel(TypicalPods.from_pods(workload), snapshot.gpu_models)
+        rows = np.arange(snapshot.node_count)
+        figures.fragmented_gpus = float(measure.snapshot_frag_milli(snapshot, rows).sum()) / 1000
+    return figures
+
+
+class OperatorCollector(Collector):
+    """Exports an operator's counters and its last `ClusterFigures`."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source  # an Operator: `.stats` and `.figures`
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.source.stats
+        figures: ClusterFigures = self.source.figures
+        yield CounterMetricFamily(
+            "voltpack_scheduler_cycles", "Scheduling cycles run.", value=stats.cycles
+        )
+        yield CounterMetricFamily(
+            "voltpack_scheduler_pods_bound", "Pods bound by this replica.", value=stats.bound
+        )
+        yield CounterMetricFamily(
+            "voltpack_scheduler_bind_failures",
+            "Bindings the API server refused.",
+            value=stats.bind_failures,
+        )
+        yield GaugeMetricFamily(
+            "voltpack_scheduler_leader",
+            "1 while this replica holds the leader Lease.",
+            value=1.0 if self.source.elector.is_leader() else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "voltpack_scheduler_pending_pods",
+            "Pods waiting for voltpack at the last cycle.",
+            value=figures.pending_pods,
+        )
+        yield GaugeMetricFamily(
+            "voltpack_scheduler_oldest_pending_seconds",
+            "How long the oldest pending pod has waited.",
+            value=figures.oldest_pending_s,
+        )
+        yield GaugeMetricFamily(
+            "voltpack_scheduler_cycle_duration_seconds",
+            "Wall time of the last scheduling cycle.",
+            value=figures.cycle_duration_s,
+        )
+        total = GaugeMetricFamily(
+            "voltpack_cluster_gpus", "GPUs in the cluster by model.", labels=["model"]
+        )
+        allocated = GaugeMetricFamily(
+            "voltpack_cluster_gpus_allocated",
+            "GPUs allocated to pods by model (shares count as fractions).",
+            labels=["model"],
+        )
+        for model, count in sorted(figures.gpus_by_model.items()):
+            total.add_metric([model], count)
+            allocated.add_metric([model], figures.allocated_gpus_by_model.get(model, 0.0))
+        yield total
+        yield allocated
+        yield GaugeMetricFamily(
+            "voltpack_cluster_gpu_fragmentation_gpus",
+            "Expected idle GPU capacity the current workload's pod shapes cannot use.",
+            value=figures.fragmented_gpus,
+        )
+        yield GaugeMetricFamily(
+            "voltpack_cluster_gpu_fragmentation_ratio",
+            "Fragmented share of the idle GPU capacity.",
+            value=figures.fragmented_gpus / figures.idle_gpus if figures.idle_gpus else 0.0,
+        )
+
+
+class MetricsServer:
+    """Serves an operator's metrics on `/metrics` from a background thread."""
+
+    def __init__(self, source: Any, host: str = "0.0.0.0", port: int = 0) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(OperatorCollector(source))
+        self._server, self._thread = start_http_server(port, host, registry=self.registry)
+        self.port = int(self._server.server_port)
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def now_s() -> float:
+    """Wall clock in Unix seconds (pod ages are measured against creation timestamps)."""
+    return time.time()
