@@ -34,6 +34,8 @@ class ClusterFigures:
     idle_gpus: float = 0.0
     cycle_duration_s: float = 0.0
     updated_at_s: float = 0.0
+    domain_budgets_w: dict[str, float] = field(default_factory=dict)
+    domain_nodes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def cluster_figures(
@@ -118,6 +120,22 @@ class OperatorCollector(Collector):
             allocated.add_metric([model], figures.allocated_gpus_by_model.get(model, 0.0))
         yield total
         yield allocated
+        budgets = GaugeMetricFamily(
+            "voltpack_power_domain_budget_watts",
+            "Power budget of each power domain (PowerBudget).",
+            labels=["domain"],
+        )
+        members = GaugeMetricFamily(
+            "voltpack_power_domain_node_info",
+            "1 for each node of each power domain.",
+            labels=["domain", "node"],
+        )
+        for domain, budget_w in sorted(figures.domain_budgets_w.items()):
+            budgets.add_metric([domain], budget_w)
+            for node in figures.domain_nodes.get(domain, []):
+                members.add_metric([domain, node], 1.0)
+        yield budgets
+        yield members
         yield GaugeMetricFamily(
             "voltpack_cluster_gpu_fragmentation_gpus",
             "Expected idle GPU capacity the current workload's pod shapes cannot use.",
@@ -149,3 +167,28 @@ class MetricsServer:
 def now_s() -> float:
     """Wall clock in Unix seconds (pod ages are measured against creation timestamps)."""
     return time.time()
+
+
+def power_domains(
+    budgets: list[dict[str, Any]], nodes: list[dict[str, Any]]
+) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Each PowerBudget's budget and the nodes its label selector picks."""
+    budget_w: dict[str, float] = {}
+    members: dict[str, list[str]] = {}
+    for budget in budgets:
+        name = budget["metadata"]["name"]
+        spec = budget.get("spec") or {}
+        try:
+            budget_w[name] = float(spec["budgetW"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        wanted = ((spec.get("nodeSelector") or {}).get("matchLabels")) or {}
+        members[name] = sorted(
+            node["metadata"]["name"]
+            for node in nodes
+            if all(
+                (node["metadata"].get("labels") or {}).get(key) == value
+                for key, value in wanted.items()
+            )
+        )
+    return budget_w, members

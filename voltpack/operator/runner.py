@@ -18,6 +18,7 @@ import numpy as np
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
 from voltpack.model.errors import InvalidRequestError
+from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.operator.binder import bind_gang, record_event
 from voltpack.operator.cache import ResourceCache
@@ -26,7 +27,13 @@ from voltpack.operator.conventions import GPU_INDICES_ANNOTATION, SCHEDULER_NAME
 from voltpack.operator.cycle import CyclePlan, plan_cycle
 from voltpack.operator.jobs import JobController
 from voltpack.operator.leader import LeaderElector
-from voltpack.operator.metrics import ClusterFigures, MetricsServer, cluster_figures, now_s
+from voltpack.operator.metrics import (
+    ClusterFigures,
+    MetricsServer,
+    cluster_figures,
+    now_s,
+    power_domains,
+)
 from voltpack.operator.translate import pod_from_k8s
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
@@ -72,6 +79,13 @@ class Operator:
         self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces)
         self.job_controller = JobController(self.core, CustomObjectsApi(api_client))
         self.jobs = ResourceCache("gpujobs", self.job_controller.list_function)
+        custom = CustomObjectsApi(api_client)
+        self.budgets = ResourceCache(
+            "powerbudgets",
+            lambda **kwargs: custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, "powerbudgets", **kwargs
+            ),
+        )
         self.elector = LeaderElector(
             CoordinationV1Api(api_client),
             config.namespace,
@@ -99,6 +113,7 @@ class Operator:
         self.nodes.start(stop)
         self.pods.start(stop)
         self.jobs.start(stop)
+        self.budgets.start(stop)
         self.nodes.wait_synced(30)
         self.pods.wait_synced(30)
         renew_every_s = max(self.config.lease_duration_s / 4, 0.1)
@@ -145,6 +160,9 @@ class Operator:
         plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed)
         self.stats.cycles += 1
         self.figures = self._figures(figures_snapshot, pods, time.perf_counter() - started)
+        self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
+            self.budgets.items(), nodes
+        )
         self.stats.last_plan = plan
         if not self.elector.is_leader():
             return plan
