@@ -27,6 +27,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/fidelity_openb.py
 	$(BIN)/python benchmarks/packing_openb.py
+	$(BIN)/python benchmarks/operator_throughput.py
+	$(BIN)/python benchmarks/agent_overhead.py
 
 crds: $(STAMP)
 	$(BIN)/python -m voltpack.operator.crds helm/voltpack/crds
