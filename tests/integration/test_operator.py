@@ -92,7 +92,7 @@ def test_a_gang_of_eight_binds_together(emulator: RunningEmulator, core: client.
             "default", pod_manifest(f"train-{index}", gpus=2, annotations=gang)
         )
     with running_operator(emulator):
-        wait_for(lambda: len(bound(core, "train-")) == 8, what="the gang to bind")
+        wait_for(lambda: len(bound(core, "train-")) == 8, timeout_s=30, what="the gang to bind")
     gpu_usage_is_consistent(core)
 
 
@@ -106,7 +106,7 @@ def test_a_gang_that_cannot_fit_binds_nothing_and_says_why(
         )
     core.create_namespaced_pod("default", pod_manifest("small", gpus=1))
     with running_operator(emulator) as operator:
-        wait_for(lambda: len(bound(core, "small")) == 1, what="the small pod")
+        wait_for(lambda: len(bound(core, "small")) == 1, timeout_s=30, what="the small pod")
         wait_for(lambda: operator.stats.events >= 8, timeout_s=30, what="events for the gang")
     assert bound(core, "huge-") == []
     events = kubectl.json("get", "events", "-n", "default")["items"]
@@ -144,7 +144,7 @@ def test_two_replicas_never_both_lead(
         for _ in range(200):
             both += a.elector.is_leader() and b.elector.is_leader()
             threading.Event().wait(0.005)
-        wait_for(lambda: len(bound(core, "r-")) == 12, what="all pods bound")
+        wait_for(lambda: len(bound(core, "r-")) == 12, timeout_s=30, what="all pods bound")
         lease = coordination.read_namespaced_lease("voltpack-scheduler", LEASE_NAMESPACE)
         leader = a if a.elector.is_leader() else b
         assert lease.spec.holder_identity == leader.config.identity
@@ -159,7 +159,7 @@ def test_a_watch_ended_with_410_is_recovered(
 ) -> None:
     core.create_namespaced_pod("default", pod_manifest("before", gpus=1))
     with running_operator(emulator) as operator:
-        wait_for(lambda: len(bound(core, "before")) == 1, what="first pod")
+        wait_for(lambda: len(bound(core, "before")) == 1, timeout_s=30, what="first pod")
         relists = operator.pods.relists
         emulator.compact_history()
         emulator.drop_watches()
@@ -167,7 +167,9 @@ def test_a_watch_ended_with_410_is_recovered(
         # latest the watch's own 30 s timeout re-opens it, so a loaded machine still passes
         wait_for(lambda: operator.pods.relists > relists, timeout_s=45, what="a re-list after 410")
         core.create_namespaced_pod("default", pod_manifest("after", gpus=1))
-        wait_for(lambda: len(bound(core, "after")) == 1, what="a pod after the re-list")
+        wait_for(
+            lambda: len(bound(core, "after")) == 1, timeout_s=30, what="a pod after the re-list"
+        )
 
 
 def install_crds(extensions: client.ApiextensionsV1Api) -> None:
@@ -305,7 +307,7 @@ def test_deleting_a_gpujob_removes_its_workers_through_the_finalizer(
         "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job("short", workers=2, gpus=1)
     )
     with running_operator(emulator):
-        wait_for(lambda: len(bound(core, "short-worker-")) == 2, what="workers bound")
+        wait_for(lambda: len(bound(core, "short-worker-")) == 2, timeout_s=30, what="workers bound")
         job = custom.get_namespaced_custom_object(
             "voltpack.io", "v1alpha1", "default", "gpujobs", "short"
         )
