@@ -77,9 +77,9 @@ class Operator:
         self.core = CoreV1Api(api_client)
         self.nodes = ResourceCache("nodes", self.core.list_node)
         self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces)
-        self.job_controller = JobController(self.core, CustomObjectsApi(api_client))
-        self.jobs = ResourceCache("gpujobs", self.job_controller.list_function)
         custom = CustomObjectsApi(api_client)
+        self.job_controller = JobController(self.core, custom)
+        self.jobs = ResourceCache("gpujobs", self.job_controller.list_function)
         self.budgets = ResourceCache(
             "powerbudgets",
             lambda **kwargs: custom.list_cluster_custom_object(
@@ -105,6 +105,7 @@ class Operator:
         self.stats = OperatorStats()
         self.figures = ClusterFigures()
         self.metrics: MetricsServer | None = None
+        self._figures_due = 0.0
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set; then give up the Lease."""
@@ -156,14 +157,20 @@ class Operator:
             )
             self._node_names = snapshot.node_names
         work = pending_work(pods)
-        figures_snapshot = snapshot.copy()
+        before = snapshot.copy() if self.metrics is not None else None
         plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed)
         self.stats.cycles += 1
-        self.figures = self._figures(figures_snapshot, pods, time.perf_counter() - started)
-        self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
-            self.budgets.items(), nodes
-        )
         self.stats.last_plan = plan
+        existing = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
+        self._observed &= existing  # forget pods that are gone: memory stays bounded
+        self._last_event = {k: v for k, v in self._last_event.items() if k in existing}
+        if before is not None and time.monotonic() >= self._figures_due:
+            # what a scrape shows: refreshed at most once a second, off the binding path
+            self.figures = self._figures(before, pods, time.perf_counter() - started)
+            self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
+                self.budgets.items(), nodes
+            )
+            self._figures_due = time.monotonic() + 1.0
         if not self.elector.is_leader():
             return plan
         self.job_controller.reconcile_all(self.jobs.items(), pods, self._last_unplaced)
