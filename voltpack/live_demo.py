@@ -19,9 +19,9 @@ from kubernetes import client
 
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model.cluster import Node
-from voltpack.model.resources import API_GROUP, API_VERSION, RESOURCE_KINDS
+from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.workload import Pod
-from voltpack.operator.crds import crd_manifest
+from voltpack.operator.crds import install_crds
 from voltpack.operator.kube import call_json
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.operator.translate import gpu_indices, pod_to_k8s
@@ -126,9 +126,7 @@ def run_live_demo(
         core = client.CoreV1Api(api)
         custom = client.CustomObjectsApi(api)
         call_json(core.create_namespace, {"metadata": {"name": LEASE_NAMESPACE}})
-        extensions = client.ApiextensionsV1Api(api)
-        for kind in RESOURCE_KINDS:
-            call_json(extensions.create_custom_resource_definition, crd_manifest(kind))
+        install_crds(client.ApiextensionsV1Api(api))
         on_ready(emulator.url)
         operator = Operator(
             api, OperatorConfig(policy=policy, identity="demo", cycle_interval_s=0.1)

@@ -46,6 +46,7 @@ from tests.integration.prometheus import (
 )
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
+from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 from voltpack.telemetry.agent import NodeAgent, RunningAgent, start_agent
@@ -59,7 +60,6 @@ UNIT_TESTS_FILE = Path(__file__).with_name("voltpack-alerts.test.yaml")
 EXTRACTED_RULES_NAME = "voltpack-alerts.rules.yaml"  # the name the unit tests' rule_files use
 
 DASHBOARDS = ("voltpack-cluster.json", "voltpack-gpu-nodes.json", "voltpack-power.json")
-CRD_DIR = Path(__file__).resolve().parents[2] / "helm" / "voltpack" / "crds"
 ALERTS = {
     "VoltpackPowerDomainAboveBudget",
     "VoltpackGpuXidErrors",
@@ -255,9 +255,7 @@ def scheduling_operator() -> Iterator[Operator]:
         api = client.ApiClient(client.Configuration(host=emulator.url))
         core = client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": "voltpack-system"}})
-        extensions = client.ApiextensionsV1Api(api)
-        for path in sorted(CRD_DIR.glob("*.yaml")):
-            extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+        install_crds(client.ApiextensionsV1Api(api))
         client.CustomObjectsApi(api).create_cluster_custom_object(
             "voltpack.io", "v1alpha1", "powerbudgets",
             {

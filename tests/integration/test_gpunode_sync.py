@@ -5,20 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 
 from tests.unit.test_sysfs_topology import FakeSysfs
 from voltpack.emulator import RunningEmulator
+from voltpack.operator.crds import install_crds
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.telemetry.simulated import SimulatedBackend
-
-CRD_DIR = Path(__file__).resolve().parents[2] / "helm" / "voltpack" / "crds"
-
-
-def install_crds(extensions: client.ApiextensionsV1Api) -> None:
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
 
 
 def gpunode(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:

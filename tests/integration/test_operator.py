@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest import Kubectl, pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
+from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "helm" / "voltpack" / "crds"
 LEASE_NAMESPACE = "voltpack-system"
 
 
@@ -177,11 +176,6 @@ def test_a_watch_ended_with_410_is_recovered(
         wait_for(
             lambda: len(bound(core, "after")) == 1, timeout_s=30, what="a pod after the re-list"
         )
-
-
-def install_crds(extensions: client.ApiextensionsV1Api) -> None:
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
 
 
 def gpu_job(name: str, workers: int, gpus: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from voltpack.model.resources import API_GROUP, API_VERSION, RESOURCE_KINDS, ResourceKind
+from voltpack.operator.kube import call_json, status_code
 
 PRINTER_COLUMNS: dict[str, list[dict[str, str]]] = {
     "GPUJob": [
@@ -164,6 +165,19 @@ def write_crds(folder: Path) -> list[Path]:
         path.write_text(render(kind), encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def install_crds(extensions: Any) -> list[str]:
+    """Create every voltpack CRD through an `ApiextensionsV1Api` (existing ones are kept)."""
+    created = []
+    for kind in RESOURCE_KINDS:
+        try:
+            call_json(extensions.create_custom_resource_definition, crd_manifest(kind))
+            created.append(kind.kind)
+        except Exception as error:
+            if status_code(error) != 409:
+                raise
+    return created
 
 
 if __name__ == "__main__":
