@@ -28,13 +28,12 @@ from tests.fakes.amdsmi import (
     FakeAmdGpu,
     bdf,
     build_fake_rocm,
-    read_state,
     rocm_env,
-    update_state,
     use_in_process,
     uuid,
     write_state,
 )
+from tests.fakes.state_file import read_state, update_state
 from voltpack.telemetry import amd
 from voltpack.telemetry.amd import AmdSmiBackend
 from voltpack.telemetry.device import (

@@ -25,11 +25,10 @@ from tests.fakes.nvml import (
     build_fake_nvml,
     bus_id,
     load_in_process,
-    read_state,
     subprocess_env,
-    update_state,
     write_state,
 )
+from tests.fakes.state_file import read_state, update_state
 from voltpack.telemetry.device import (
     GpuBackend,
     GpuLink,
