@@ -28,25 +28,26 @@ import os
 from collections.abc import Callable
 from functools import partial
 from types import ModuleType
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 from voltpack.telemetry.device import (
+    ActuationAction,
     ActuationResult,
     BackendUnavailableError,
     GpuInventory,
     GpuLink,
     GpuLostError,
     GpuSample,
+    LinkKind,
     PowerLimitRange,
     TelemetryError,
     Topology,
     Vendor,
 )
+from voltpack.telemetry.power_limit import PowerLimitActuation
 
 T = TypeVar("T")
 
-Action = Literal["set-power-limit", "reset-power-limit", "lock-clocks", "unlock-clocks"]
-LinkKind = Literal["nvlink", "xgmi", "pcie-switch", "pcie-host-bridge", "cross-socket", "unknown"]
 
 # amdsmi_status_t values (amdsmi.h; the same numbers as amdsmi.amdsmi_wrapper.AMDSMI_STATUS_*).
 STATUS_INVAL: Final = 1
@@ -147,7 +148,7 @@ def _microwatts_to_w(value: Any) -> float | None:
     return None if number is None else number / 1_000_000.0
 
 
-class AmdSmiBackend:
+class AmdSmiBackend(PowerLimitActuation):
     """The AMD GPUs of this node. Starts AMD SMI on construction; `close()` shuts it down."""
 
     vendor: Vendor = "amd"
@@ -351,22 +352,8 @@ class AmdSmiBackend:
             raise TelemetryError(f"GPU {index}: the driver does not report its power cap range")
         return PowerLimitRange(min_w=low, max_w=high, default_w=default)
 
-    def set_power_limit(self, index: int, watts: float) -> ActuationResult:
-        """Cap the GPU's power; read the cap back; report, never raise, a refusal."""
-        return self._set_power_limit(index, "set-power-limit", f"{watts:g} W", watts)
-
-    def reset_power_limit(self, index: int) -> ActuationResult:
-        """Back to the driver's default cap."""
-        try:
-            default_w = self.power_limit_range(index).default_w
-        except TelemetryError as err:
-            return ActuationResult(index, "reset-power-limit", "default", None, False, str(err))
-        return self._set_power_limit(
-            index, "reset-power-limit", f"default ({default_w:g} W)", default_w
-        )
-
     def _set_power_limit(
-        self, index: int, action: Action, requested: str, watts: float
+        self, index: int, action: ActuationAction, requested: str, watts: float
     ) -> ActuationResult:
         microwatts = round(watts * 1_000_000)
         try:

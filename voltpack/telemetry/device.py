@@ -12,6 +12,8 @@ from typing import Literal, Protocol
 from voltpack.model.errors import VoltpackError
 
 Vendor = Literal["nvidia", "amd", "simulated"]
+LinkKind = Literal["nvlink", "xgmi", "pcie-switch", "pcie-host-bridge", "cross-socket", "unknown"]
+ActuationAction = Literal["set-power-limit", "reset-power-limit", "lock-clocks", "unlock-clocks"]
 
 
 class TelemetryError(VoltpackError):
@@ -75,7 +77,7 @@ class ActuationResult:
     """What a setting change asked for and what the device reports afterwards (read back)."""
 
     index: int
-    action: Literal["set-power-limit", "reset-power-limit", "lock-clocks", "unlock-clocks"]
+    action: ActuationAction
     requested: str
     applied: str | None
     ok: bool
@@ -88,7 +90,7 @@ class GpuLink:
 
     gpu_a: int
     gpu_b: int
-    kind: Literal["nvlink", "xgmi", "pcie-switch", "pcie-host-bridge", "cross-socket", "unknown"]
+    kind: LinkKind
     links: int = 0
 
 

@@ -14,27 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 import pynvml  # type: ignore[import-untyped]
 
 from voltpack.telemetry.device import (
+    ActuationAction,
     ActuationResult,
     BackendUnavailableError,
     GpuInventory,
     GpuLink,
     GpuLostError,
     GpuSample,
+    LinkKind,
     PowerLimitRange,
     TelemetryError,
     Topology,
     Vendor,
 )
+from voltpack.telemetry.power_limit import PowerLimitActuation
 
 T = TypeVar("T")
 
-Action = Literal["set-power-limit", "reset-power-limit", "lock-clocks", "unlock-clocks"]
-LinkKind = Literal["nvlink", "xgmi", "pcie-switch", "pcie-host-bridge", "cross-socket", "unknown"]
 
 UNSUPPORTED: Final = frozenset(
     {
@@ -109,7 +110,7 @@ def _lost(index: int, err: BaseException) -> GpuLostError:
     )
 
 
-class NvmlBackend:
+class NvmlBackend(PowerLimitActuation):
     """The NVIDIA GPUs of this node. Starts NVML on construction; `close()` shuts it down."""
 
     vendor: Vendor = "nvidia"
@@ -274,22 +275,8 @@ class NvmlBackend:
             min_w=int(low) / 1000.0, max_w=int(high) / 1000.0, default_w=int(default) / 1000.0
         )
 
-    def set_power_limit(self, index: int, watts: float) -> ActuationResult:
-        """Cap the GPU's power; read the limit back; report, never raise, a refusal."""
-        return self._set_power_limit(index, "set-power-limit", f"{watts:g} W", watts)
-
-    def reset_power_limit(self, index: int) -> ActuationResult:
-        """Back to the driver's default cap."""
-        try:
-            default_w = self.power_limit_range(index).default_w
-        except TelemetryError as err:
-            return ActuationResult(index, "reset-power-limit", "default", None, False, str(err))
-        return self._set_power_limit(
-            index, "reset-power-limit", f"default ({default_w:g} W)", default_w
-        )
-
     def _set_power_limit(
-        self, index: int, action: Action, requested: str, watts: float
+        self, index: int, action: ActuationAction, requested: str, watts: float
     ) -> ActuationResult:
         milliwatts = round(watts * 1000)
         error: str | None = None
@@ -336,7 +323,7 @@ class NvmlBackend:
     def _clock_action(
         self,
         index: int,
-        action: Action,
+        action: ActuationAction,
         requested: str,
         call: Callable[[Any], object],
         what: str,

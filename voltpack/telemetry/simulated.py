@@ -24,11 +24,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 from voltpack.model.errors import CatalogError
 from voltpack.model.gpu_sku import GpuCatalog, GpuSku, default_catalog
 from voltpack.telemetry.device import (
+    ActuationAction,
     ActuationResult,
     GpuInventory,
     GpuLink,
@@ -40,7 +40,6 @@ from voltpack.telemetry.device import (
     Vendor,
 )
 
-_Action = Literal["set-power-limit", "reset-power-limit", "lock-clocks", "unlock-clocks"]
 Clock = Callable[[], float]
 """Monotonic seconds (like `time.monotonic`)."""
 
@@ -416,7 +415,7 @@ class SimulatedBackend:
             return "unlocked"
         return f"{gpu.clock_lock_mhz[0]}-{gpu.clock_lock_mhz[1]} MHz"
 
-    def _lost_result(self, gpu: _Gpu, action: _Action, requested: str) -> ActuationResult:
+    def _lost_result(self, gpu: _Gpu, action: ActuationAction, requested: str) -> ActuationResult:
         return ActuationResult(
             index=gpu.index,
             action=action,
