@@ -134,16 +134,21 @@ class PrometheusServer:
 
 @contextmanager
 def running_prometheus(
-    tmp_path: Path, targets: list[str], scrape_interval_s: int = 1
+    tmp_path: Path, targets: list[str], scrape_interval_s: int = 1, rules: Path | None = None
 ) -> Iterator[PrometheusServer]:
-    """Start Prometheus scraping `targets` ("host:port"); wait until ready; kill it by PID."""
+    """Start Prometheus scraping `targets` ("host:port") and, given `rules`, evaluating them
+    every scrape interval; wait until ready; kill it by PID."""
     binary = require_binary("prometheus")
     config = tmp_path / "prometheus.yml"
+    rule_lines = (
+        f"  evaluation_interval: {scrape_interval_s}s\nrule_files: [{json.dumps(str(rules))}]\n"
+        if rules is not None
+        else ""
+    )
     config.write_text(
         "global:\n"
         f"  scrape_interval: {scrape_interval_s}s\n"
-        f"  scrape_timeout: {scrape_interval_s}s\n"
-        "scrape_configs:\n"
+        f"  scrape_timeout: {scrape_interval_s}s\n" + rule_lines + "scrape_configs:\n"
         "  - job_name: voltpack-agent\n"
         "    static_configs:\n"
         f"      - targets: {json.dumps(targets)}\n"

@@ -20,10 +20,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -41,8 +39,8 @@ from tests.integration.conftest import pod_manifest
 from tests.integration.prometheus import (
     PrometheusServer,
     free_port,
-    http_get,
     require_binary,
+    running_prometheus,
 )
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
@@ -192,59 +190,6 @@ def test_dashboard_conventions(name: str) -> None:
 
 
 @contextmanager
-def running_prometheus_with_rules(
-    tmp_path: Path, targets: list[str], rules: Path
-) -> Iterator[PrometheusServer]:
-    """Like `prometheus.running_prometheus`, with `rules` loaded and evaluated every second."""
-    binary = require_binary("prometheus")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n"
-        "  scrape_interval: 1s\n"
-        "  scrape_timeout: 1s\n"
-        "  evaluation_interval: 1s\n"
-        f"rule_files: [{json.dumps(str(rules))}]\n"
-        "scrape_configs:\n"
-        "  - job_name: voltpack-agent\n"
-        "    static_configs:\n"
-        f"      - targets: {json.dumps(targets)}\n"
-    )
-    port = free_port()
-    log_path = tmp_path / "prometheus.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = PrometheusServer(process, f"http://127.0.0.1:{port}", log_path)
-
-    def ready() -> bool:
-        try:
-            return http_get(f"{server.url}/-/ready", timeout_s=2.0)[0] == 200
-        except OSError:
-            return False
-
-    try:
-        server.wait_until("prometheus to be ready", ready)
-        yield server
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=20)
-
-
-@contextmanager
 def scheduling_operator() -> Iterator[Operator]:
     """An operator scheduling an emulated two-node cluster: some pods bound, one pending."""
     nodes = [
@@ -327,9 +272,7 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]
             down,
             f"127.0.0.1:{operator.metrics.port}",
         ]
-        server = stack.enter_context(
-            running_prometheus_with_rules(tmp, targets, write_plain_rules(tmp))
-        )
+        server = stack.enter_context(running_prometheus(tmp, targets, rules=write_plain_rules(tmp)))
         # counters must be seen at 0 before they grow, or their increase stays 0
         server.wait_for_query(
             'voltpack_gpu_xid_errors_total{node="gpu-node-0"}', lambda r: len(r) == 8
