@@ -18,9 +18,7 @@ The fake's state is a `key=value` file named by `$FAKE_AMDSMI_STATE` (format at 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -28,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fakes.amdsmi.gen_stubs import stubs, wrapper_path
+from tests.fakes.build import compile_shared_library, source_digest
 
 SOURCE = Path(__file__).with_name("fake_amdsmi.c")
 STATE_ENV = "FAKE_AMDSMI_STATE"
@@ -43,35 +42,14 @@ def build_fake_rocm() -> Path:
     """Compile the fake once per source and wrapper version; returns a ROCM_PATH for it."""
     c_source = SOURCE.read_text()
     stub_source = stubs(wrapper_path().read_text(), c_source)
-    digest = hashlib.sha256((c_source + stub_source).encode()).hexdigest()[:16]
+    digest = source_digest(c_source, stub_source)
     rocm = Path(tempfile.gettempdir()) / f"voltpack-fake-rocm-{digest}"
     lib = rocm / "lib" / LIBRARY
     if not lib.is_file():
         lib.parent.mkdir(parents=True, exist_ok=True)
         stub_file = rocm / f"stubs.{os.getpid()}.c"
         stub_file.write_text(stub_source, encoding="utf-8")
-        partial = lib.with_name(f"{LIBRARY}.{os.getpid()}.tmp")
-        subprocess.run(
-            [
-                "gcc",
-                "-shared",
-                "-fPIC",
-                "-O1",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                f"-Wl,-soname,{LIBRARY}",
-                "-o",
-                str(partial),
-                str(SOURCE),
-                str(stub_file),
-                "-lpthread",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        partial.replace(lib)  # atomic: parallel test workers never see half a library
+        compile_shared_library([SOURCE, stub_file], LIBRARY, lib)
         stub_file.unlink()
     return rocm
 

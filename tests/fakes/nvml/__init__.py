@@ -17,13 +17,13 @@ The fake's state is a `key=value` file named by `$FAKE_NVML_STATE` (format at th
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.fakes.build import compile_shared_library, source_digest
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
 SONAME = "libnvidia-ml.so.1"
@@ -34,32 +34,11 @@ _loaded: list[ctypes.CDLL] = []  # keeps the in-process fake loaded for the sess
 
 def build_fake_nvml() -> Path:
     """Compile the fake once per source version; the directory holding libnvidia-ml.so.1."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    digest = source_digest(SOURCE.read_text(encoding="utf-8"))
     lib_dir = Path(tempfile.gettempdir()) / f"voltpack-fake-nvml-{digest}"
     lib = lib_dir / SONAME
     if not lib.is_file():
-        lib_dir.mkdir(parents=True, exist_ok=True)
-        partial = lib_dir / f"{SONAME}.{os.getpid()}.tmp"
-        subprocess.run(
-            [
-                "gcc",
-                "-shared",
-                "-fPIC",
-                "-O1",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                f"-Wl,-soname,{SONAME}",
-                "-o",
-                str(partial),
-                str(SOURCE),
-                "-lpthread",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        partial.replace(lib)  # atomic: parallel test workers never see half a library
+        compile_shared_library([SOURCE], SONAME, lib)
     return lib_dir
 
 
