@@ -117,7 +117,7 @@ def test_power_budget_units_in_names() -> None:
         {"nodeSelector": {"matchLabels": {"rack": "r1"}}, "budgetW": 12000}
     )
     assert spec.budget_w == 12000
-    assert spec.policy.headroom_fraction == 0.05
+    assert spec.node_overhead_w == 0.0
     assert "budgetW" in schema_of("PowerBudget")["properties"]["spec"]["properties"]
 
 

@@ -19,3 +19,7 @@ class TraceFormatError(VoltpackError):
 
 class InvalidRequestError(VoltpackError):
     """A workload asks for something no cluster can ever satisfy."""
+
+
+class PowerConfigError(VoltpackError):
+    """A power-domain tree or power policy is malformed (unknown parent, cycle, bad budget)."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from voltpack.model.errors import PolicyError
 from voltpack.model.text_files import read_user_text
+from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
 
 API_VERSION = "voltpack.io/v1alpha1"
@@ -35,10 +36,48 @@ class ScoringSpec(_Strict):
     )
 
 
+class GpuPowerActions(_Strict):
+    """The power actions of one GPU SKU: clock locks (descending) and the power-cap floor."""
+
+    lock_clocks_mhz: tuple[int, ...] = Field(min_length=1, description="descending SM clocks")
+    floor_power_w: float = Field(gt=0, description="the power cap of the last rung")
+
+
+class PowerDomainSpec(_Strict):
+    """A power domain declared in the policy file (nodes chosen by labels)."""
+
+    name: str = Field(min_length=1)
+    budget_w: float = Field(gt=0)
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    parent: str | None = None
+
+
+class PowerSpec(_Strict):
+    """How the power manager keeps power domains under budget."""
+
+    policy: str = Field(default="headroom", description="a power-policy name")
+    params: dict[str, Any] = Field(default_factory=dict)
+    interval_s: float = Field(default=1.0, gt=0, description="control interval")
+    actuation_latency_s: float = Field(
+        default=1.0, ge=0, description="time until a setting takes effect (in-band NVML ~1 s)"
+    )
+    stale_after_s: float = Field(default=10.0, gt=0, description="telemetry older is stale")
+    brake_release_fraction: float = Field(default=0.9, gt=0, lt=1)
+    brake_hold_s: float = Field(default=30.0, ge=0)
+    high_priority_min: int = Field(
+        default=1000, description="pods with at least this priority are high priority"
+    )
+    gpus: dict[str, GpuPowerActions] = Field(
+        default_factory=dict, description="per GPU SKU; others get derived defaults"
+    )
+    domains: list[PowerDomainSpec] = Field(default_factory=list)
+
+
 class PolicySpec(_Strict):
-    """What the policy asks the scheduler to do."""
+    """What the policy asks the scheduler and the power manager to do."""
 
     scoring: ScoringSpec
+    power: PowerSpec = Field(default_factory=PowerSpec)
 
 
 class PolicyFile(_Strict):
@@ -73,6 +112,7 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
         )
     try:
         make_strategy(strategy, policy.spec.scoring.params)
+        make_power_policy(policy.spec.power.policy, policy.spec.power.params)
     except PolicyError as exc:
         raise PolicyError(f"{origin}: {exc}") from None
     return policy

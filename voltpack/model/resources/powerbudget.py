@@ -1,4 +1,9 @@
-"""PowerBudget: a power domain selected by node labels and its budget."""
+"""PowerBudget: a power domain selected by node labels and its budget.
+
+How the domain is kept under budget (the power policy, thresholds, timing, clock ladders) is
+cluster-wide configuration in the policy file (`spec.power`); a PowerBudget says only which
+nodes share a feed and how many watts that feed may carry.
+"""
 
 from __future__ import annotations
 
@@ -13,32 +18,26 @@ class NodeSelector(ResourceModel):
     match_labels: dict[str, str] = Field(default_factory=dict)
 
 
-class PowerPolicy(ResourceModel):
-    """How the power manager keeps the domain under budget."""
-
-    headroom_fraction: float = Field(
-        default=0.05, ge=0, le=0.5, description="share of the budget kept free"
-    )
-    stale_telemetry_s: float = Field(
-        default=30, gt=0, description="after this, a node counts at its worst-case power"
-    )
-    min_power_limit_fraction: float = Field(
-        default=0.5, gt=0, le=1, description="lowest cap as a share of a GPU's TDP"
-    )
-
-
 class PowerBudgetSpec(ResourceModel):
     """A power domain and its limit."""
 
     node_selector: NodeSelector
     budget_w: float = Field(gt=0, description="power budget of the domain in watts")
     parent: str | None = Field(default=None, description="enclosing domain (row, site)")
-    policy: PowerPolicy = Field(default_factory=PowerPolicy)
+    node_overhead_w: float = Field(
+        default=0.0, ge=0, description="non-GPU power of each node (CPUs, fans, NICs), watts"
+    )
 
 
 class PowerBudgetStatus(ResourceModel):
-    """The domain's power as last measured."""
+    """The domain as the power manager last saw and controlled it."""
 
-    power_w: float | None = Field(default=None, ge=0)
+    power_w: float | None = Field(default=None, ge=0, description="accounted power, watts")
+    worst_case_w: float | None = Field(
+        default=None, ge=0, description="power if stale GPUs draw their worst case"
+    )
+    level: str | None = Field(default=None, description="policy level: normal, shedding, brake")
+    locked_gpus: int = Field(default=0, ge=0)
     capped_gpus: int = Field(default=0, ge=0)
+    stale_gpus: int = Field(default=0, ge=0)
     conditions: list[Condition] = Field(default_factory=list)

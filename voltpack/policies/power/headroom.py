@@ -1,0 +1,148 @@
+"""voltpack's power policy: keep the predicted peak under a target, shedding only what is needed.
+
+Each tick the policy predicts the domain's power one actuation horizon ahead (now plus a high
+quantile of the rises seen over that horizon in the recent past), and when the prediction passes
+`target_fraction` of the budget it raises GPUs one rung at a time, the GPUs that save the most
+watts first, low priority before high priority (high priority is touched only when no
+low-priority GPU has anything left to give), until the estimated saving covers the excess.
+When the prediction falls below `release_fraction` of the budget and nothing was raised for
+`hold_s`, it steps GPUs back down, high priority first, never more than keeps the prediction
+under the release level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from voltpack.policies.power.ladder import FloatArray, IntArray
+from voltpack.policies.power.view import BoolArray, DomainPlan, DomainView
+
+SAVING_EPSILON_W = 0.5
+"""A step that saves less than this has nothing to give."""
+
+
+class HeadroomParams(BaseModel):
+    """Target and release levels as shares of the budget, and the prediction's quantile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target_fraction: float = Field(default=0.97, gt=0, le=1)
+    release_fraction: float = Field(default=0.92, gt=0, lt=1)
+    hold_s: float = Field(default=30.0, ge=0)
+    rise_quantile: float = Field(default=0.999, gt=0.5, le=1)
+    window_s: float = Field(default=3600.0, gt=0, description="past used for the rise quantile")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> HeadroomParams:
+        if self.release_fraction >= self.target_fraction:
+            raise ValueError("release_fraction must be below target_fraction")
+        return self
+
+
+@dataclass(frozen=True)
+class _Memory:
+    last_raise_s: float
+
+
+def predicted_rise_w(history_w: FloatArray, horizon_ticks: int, quantile: float) -> float:
+    """A high quantile of the rise over `horizon_ticks` ticks in `history_w` (0 if too short)."""
+    if horizon_ticks < 1 or len(history_w) <= horizon_ticks:
+        return 0.0
+    rises = history_w[horizon_ticks:] - history_w[:-horizon_ticks]
+    return max(0.0, float(np.quantile(rises, quantile)))
+
+
+class HeadroomPolicy:
+    """Predict, then shed the fewest watts needed, cheapest GPUs and low priority first."""
+
+    name = "headroom"
+    summary = "predict the next peak; shed only the watts needed, low priority first"
+    Params = HeadroomParams
+
+    def __init__(self, params: HeadroomParams | None = None) -> None:
+        self.params = params or HeadroomParams()
+
+    def predicted_w(self, view: DomainView) -> float:
+        """The domain's power one control interval plus actuation latency ahead."""
+        horizon = int(np.ceil((view.interval_s + view.actuation_latency_s) / view.interval_s))
+        window = max(horizon + 1, int(self.params.window_s / view.interval_s))
+        rise = predicted_rise_w(view.history_w[-window:], horizon, self.params.rise_quantile)
+        return view.power_now_w + rise
+
+    def plan(self, view: DomainView, memory: Any) -> DomainPlan:
+        """Raise to cover the predicted excess, or release within the release level."""
+        state = memory if isinstance(memory, _Memory) else _Memory(-np.inf)
+        predicted = self.predicted_w(view)
+        target = self.params.target_fraction * view.budget_w
+        release = self.params.release_fraction * view.budget_w
+        rung = view.rung.copy()
+        if predicted > target:
+            rung = raise_rungs(view, rung, predicted - target)
+            changed = bool(np.any(rung != view.rung))
+            state = _Memory(view.now_s) if changed else state
+            level = "shedding"
+        elif predicted < release and view.now_s - state.last_raise_s >= self.params.hold_s:
+            rung = release_rungs(view, rung, release - predicted)
+            level = "releasing" if np.any(rung != view.rung) else "normal"
+        else:
+            level = "holding" if np.any(rung > 0) else "normal"
+        return DomainPlan(rung, level, state)
+
+
+def _estimates(view: DomainView, rung: IntArray) -> FloatArray:
+    return view.ladders.estimate_w(view.power_w, view.rung, rung)
+
+
+def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
+    """Step GPUs up until the estimated saving covers `need_w`, low priority first."""
+    rung = rung.copy()
+    for group in (~view.high_priority, view.high_priority):
+        while need_w > 0:
+            now_w = _estimates(view, rung)
+            up = np.minimum(rung + 1, view.ladders.top)
+            saving = now_w - _estimates(view, up)
+            candidates = np.flatnonzero(group & (rung < view.ladders.top) & ~view.stale)
+            candidates = candidates[saving[candidates] > SAVING_EPSILON_W]
+            if candidates.size == 0:
+                break
+            order = candidates[np.argsort(-saving[candidates], kind="stable")]
+            total = np.cumsum(saving[order])
+            count = int(np.searchsorted(total, need_w)) + 1
+            chosen = order[:count]
+            rung[chosen] = up[chosen]
+            need_w -= float(total[min(count, len(total)) - 1])
+        if need_w <= 0:
+            break
+    return rung
+
+
+def release_rungs(view: DomainView, rung: IntArray, room_w: float) -> IntArray:
+    """Step GPUs down one rung while the estimated increase fits in `room_w`, high first."""
+    rung = rung.copy()
+    for group in (view.high_priority, ~view.high_priority):
+        candidates = np.flatnonzero(group & (rung > 0) & ~view.stale)
+        if candidates.size == 0:
+            continue
+        down = np.maximum(rung - 1, 0)
+        increase = _estimates(view, down) - _estimates(view, rung)
+        order = candidates[np.argsort(increase[candidates], kind="stable")]
+        total = np.cumsum(np.maximum(increase[order], 0.0))
+        count = int(np.searchsorted(total, room_w, side="right"))
+        chosen = order[:count]
+        rung[chosen] = down[chosen]
+        room_w -= float(total[count - 1]) if count else 0.0
+        if count < candidates.size:
+            break
+    return rung
+
+
+def gave_everything(view: DomainView, rung: IntArray, group: BoolArray) -> bool:
+    """Whether no GPU of `group` could save anything more by stepping up."""
+    up = np.minimum(rung + 1, view.ladders.top)
+    saving = _estimates(view, rung) - _estimates(view, up)
+    room = group & (rung < view.ladders.top) & ~view.stale & (saving > SAVING_EPSILON_W)
+    return not bool(np.any(room))

@@ -1,0 +1,89 @@
+"""POLCA-style two-threshold power policy (Patel et al., ASPLOS'24).
+
+When the domain's power crosses the first threshold, low-priority GPUs get their clocks locked;
+above the second threshold they are locked lower and high-priority GPUs are locked too. A stage
+is left only when power falls a margin below the threshold that entered it (hysteresis) and the
+stage has been held for `hold_s`. The policy reacts to the power measured now; it predicts
+nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from voltpack.policies.power.view import DomainPlan, DomainView, clamp_rungs
+
+
+class ThresholdParams(BaseModel):
+    """Thresholds as shares of the budget, and the rung each priority takes per stage."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    thresholds: tuple[float, ...] = Field(
+        default=(0.80, 0.89), description="stage k starts at thresholds[k-1] x budget"
+    )
+    release_margin: float = Field(
+        default=0.05, ge=0, lt=1, description="leave a stage below (threshold - margin) x budget"
+    )
+    hold_s: float = Field(default=30.0, ge=0, description="shortest time spent in a stage")
+    low_priority_rungs: tuple[int, ...] = Field(
+        default=(0, 1, 2), description="low-priority rung at stage 0, 1, 2, ..."
+    )
+    high_priority_rungs: tuple[int, ...] = Field(
+        default=(0, 0, 1), description="high-priority rung at stage 0, 1, 2, ..."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ThresholdParams:
+        stages = len(self.thresholds) + 1
+        if list(self.thresholds) != sorted(self.thresholds) or not all(
+            0 < t < 1 for t in self.thresholds
+        ):
+            raise ValueError("thresholds must be ascending shares of the budget in (0, 1)")
+        for name in ("low_priority_rungs", "high_priority_rungs"):
+            rungs = getattr(self, name)
+            if len(rungs) != stages:
+                raise ValueError(f"{name} needs one rung per stage ({stages}), got {len(rungs)}")
+            if any(r < 0 for r in rungs) or list(rungs) != sorted(rungs):
+                raise ValueError(f"{name} must be non-negative and non-decreasing")
+        return self
+
+
+@dataclass(frozen=True)
+class _Stage:
+    stage: int
+    since_s: float
+
+
+class ThresholdPolicy:
+    """Fixed thresholds with hysteresis; fixed rungs per priority and stage."""
+
+    name = "thresholds"
+    summary = "POLCA-style: lock low priority above 80% of budget, also high priority above 89%"
+    Params = ThresholdParams
+
+    def __init__(self, params: ThresholdParams | None = None) -> None:
+        self.params = params or ThresholdParams()
+
+    def plan(self, view: DomainView, memory: Any) -> DomainPlan:
+        """The stage from the power measured now; every GPU at its priority's rung."""
+        state = memory if isinstance(memory, _Stage) else _Stage(0, view.now_s)
+        share = view.power_now_w / view.budget_w
+        entered = sum(1 for t in self.params.thresholds if share >= t)
+        stage = state.stage
+        if entered > stage:
+            stage = entered
+        elif stage > 0 and view.now_s - state.since_s >= self.params.hold_s:
+            while stage > entered and share < self.params.thresholds[stage - 1] - (
+                self.params.release_margin
+            ):
+                stage -= 1
+        new_state = state if stage == state.stage else _Stage(stage, view.now_s)
+        low = self.params.low_priority_rungs[stage]
+        high = self.params.high_priority_rungs[stage]
+        rung = np.where(view.high_priority, high, low).astype(np.int64)
+        return DomainPlan(clamp_rungs(rung, view.ladders), f"stage-{stage}", new_state)

@@ -1,0 +1,61 @@
+"""What a power policy sees of one domain, and what it answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voltpack.policies.power.ladder import FloatArray, IntArray, LadderTable
+
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class DomainView:
+    """One domain at one control tick; per-GPU arrays share one order."""
+
+    name: str
+    budget_w: float
+    now_s: float
+    interval_s: float
+    actuation_latency_s: float
+    history_w: FloatArray
+    """The domain's accounted power at past ticks, oldest first; the last entry is now."""
+    power_w: FloatArray
+    """Each GPU's power now: its reading, or its worst case when its telemetry is stale."""
+    rung: IntArray
+    """Each GPU's commanded rung (0: no action)."""
+    high_priority: BoolArray
+    stale: BoolArray
+    ladders: LadderTable
+
+    @property
+    def power_now_w(self) -> float:
+        """The domain's accounted power now."""
+        return float(self.history_w[-1])
+
+
+@dataclass(frozen=True)
+class DomainPlan:
+    """A policy's answer: the rung of every GPU, a level name for reports, and its memory."""
+
+    rung: IntArray
+    level: str
+    memory: Any = None
+    notes: tuple[str, ...] = field(default=())
+
+
+class PowerPolicy(Protocol):
+    """A power policy: given a domain and its own memory from the last tick, choose rungs."""
+
+    name: str
+
+    def plan(self, view: DomainView, memory: Any) -> DomainPlan: ...
+
+
+def clamp_rungs(rung: IntArray, ladders: LadderTable) -> IntArray:
+    """Rungs limited to each GPU's ladder."""
+    return np.clip(rung, 0, ladders.top).astype(np.int64)

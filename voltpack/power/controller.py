@@ -1,0 +1,322 @@
+"""The power control loop: account each domain's power, run the policy, enforce the fail-safes.
+
+One `step` per control interval. Inputs are arrays over the controller's GPUs (one order, fixed
+when the controller is built); the clock is an argument, so the same inputs give the same
+decisions. Mechanism, whatever the policy:
+
+- **Stale telemetry fails safe.** A GPU whose last reading is older than `stale_after_s` (or
+  that never reported) counts at the worst case of the loosest setting it may be running (what
+  it last reported applied, or what was commanded if looser), and a stale low-priority GPU is
+  commanded to its cap floor at once. If the domain's worst case still exceeds the budget, the
+  fresh GPUs are stepped up (low priority first) until it does not. All of this happens on the
+  first tick after the reading turns stale: within `stale_after_s + interval_s` of the last
+  reading. A `TelemetryStale` event and the report's `stale_gpus` say so.
+- **Emergency brake.** When the domain's known power reaches its budget, every GPU in it goes
+  to its cap floor (the software analogue of a rack power brake) until power falls below
+  `brake_release_fraction` of the budget and `brake_hold_s` has passed. Policies are judged by
+  never needing it; the controller never relies on breaker tolerance.
+- A GPU in several domains (rack and row) takes the most restrictive rung any of them asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voltpack.policies.power.ladder import (
+    ActionLadder,
+    FloatArray,
+    GpuSetting,
+    IntArray,
+    LadderTable,
+)
+from voltpack.policies.power.view import BoolArray, DomainView, PowerPolicy
+from voltpack.power.domains import PowerDomainTree
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One controllable GPU: where it is and which actions it has."""
+
+    node: str
+    index: int
+    ladder: ActionLadder
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """Timing and fail-safe constants (all in seconds or shares of a budget)."""
+
+    interval_s: float = 1.0
+    actuation_latency_s: float = 1.0
+    stale_after_s: float = 10.0
+    brake_release_fraction: float = 0.9
+    brake_hold_s: float = 30.0
+    history_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What the controller knows of each GPU at a tick (arrays in the controller's GPU order)."""
+
+    power_w: FloatArray
+    """Last reading (NaN: none ever)."""
+    read_at_s: FloatArray
+    """When the last reading was taken (NaN: never)."""
+    high_priority: BoolArray
+    """Whether the GPU runs high-priority work."""
+    applied_rung: IntArray | None = None
+    """The rung the agent last reported applied (None or -1: unknown, assume no action)."""
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    """One domain after a tick: for metrics, status and reports."""
+
+    name: str
+    budget_w: float
+    power_w: float
+    worst_case_w: float
+    level: str
+    braking: bool
+    stale_gpus: int
+    locked_gpus: int
+    capped_gpus: int
+    high_priority_slowed: int
+
+
+@dataclass(frozen=True)
+class PowerEvent:
+    """Something a person should see: a Kubernetes Event on the domain's PowerBudget."""
+
+    domain: str
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class PowerDecision:
+    """Every GPU's commanded rung and setting, the domain reports and the events of a tick."""
+
+    rung: IntArray
+    settings: tuple[GpuSetting, ...]
+    domains: tuple[DomainReport, ...]
+    events: tuple[PowerEvent, ...]
+
+
+@dataclass
+class _DomainState:
+    members: IntArray
+    overhead_w: float
+    history_w: list[float] = field(default_factory=list)
+    memory: Any = None
+    level: str = "normal"
+    braking_since_s: float | None = None
+    stale: frozenset[int] = frozenset()
+
+
+class PowerController:
+    """Keeps every domain of a tree under its budget through its GPUs' action ladders."""
+
+    def __init__(
+        self,
+        tree: PowerDomainTree,
+        gpus: Sequence[GpuSlot],
+        policy: PowerPolicy,
+        settings: ControllerSettings | None = None,
+        node_overhead_w: dict[str, float] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.gpus = tuple(gpus)
+        self.policy = policy
+        self.settings = settings or ControllerSettings()
+        self.ladders = LadderTable.of([gpu.ladder for gpu in self.gpus])
+        self.rung: IntArray = np.zeros(len(self.gpus), dtype=np.int64)
+        overhead = node_overhead_w or {}
+        nodes = np.array([gpu.node for gpu in self.gpus], dtype=object)
+        self._domains: dict[str, _DomainState] = {}
+        for domain in tree.domains:
+            members = np.flatnonzero(np.isin(nodes, list(domain.nodes))).astype(np.int64)
+            extra = sum(overhead.get(node, 0.0) for node in domain.nodes)
+            self._domains[domain.name] = _DomainState(members, extra)
+        self._history_len = max(2, int(self.settings.history_s / self.settings.interval_s))
+
+    def step(self, now_s: float, telemetry: Telemetry) -> PowerDecision:
+        """One control tick at time `now_s`."""
+        stale = ~(now_s - telemetry.read_at_s <= self.settings.stale_after_s)
+        applied = telemetry.applied_rung
+        loosest = np.minimum(self.rung, applied) if applied is not None else self.rung * 0
+        loosest = np.maximum(loosest, 0)
+        worst_w = self.ladders.at(self.ladders.bound_w, loosest)
+        reading_w = np.where(np.isnan(telemetry.power_w), worst_w, telemetry.power_w)
+        accounted_w = np.where(stale, worst_w, reading_w)
+        wanted = np.where(stale & ~telemetry.high_priority, self.ladders.top, 0).astype(np.int64)
+        reports: list[DomainReport] = []
+        events: list[PowerEvent] = []
+        for domain in self.tree.domains:
+            state = self._domains[domain.name]
+            rung, report = self._step_domain(
+                domain.name, domain.budget_w, state, now_s, telemetry, stale, reading_w,
+                accounted_w, loosest, events,
+            )  # fmt: skip
+            wanted[state.members] = np.maximum(wanted[state.members], rung)
+            reports.append(report)
+        self.rung = np.minimum(wanted, self.ladders.top)
+        settings = tuple(
+            gpu.ladder.settings[r] for gpu, r in zip(self.gpus, self.rung, strict=True)
+        )
+        return PowerDecision(self.rung.copy(), settings, tuple(reports), tuple(events))
+
+    def _step_domain(
+        self,
+        name: str,
+        budget_w: float,
+        state: _DomainState,
+        now_s: float,
+        telemetry: Telemetry,
+        stale: BoolArray,
+        reading_w: FloatArray,
+        accounted_w: FloatArray,
+        loosest: IntArray,
+        events: list[PowerEvent],
+    ) -> tuple[IntArray, DomainReport]:
+        members = state.members
+        power_w = float(accounted_w[members].sum()) + state.overhead_w
+        known_w = float(reading_w[members].sum()) + state.overhead_w
+        state.history_w.append(power_w)
+        del state.history_w[: -self._history_len]
+        view = DomainView(
+            name=name,
+            budget_w=budget_w,
+            now_s=now_s,
+            interval_s=self.settings.interval_s,
+            actuation_latency_s=self.settings.actuation_latency_s,
+            history_w=np.array(state.history_w),
+            power_w=accounted_w[members],
+            rung=self.rung[members],
+            high_priority=telemetry.high_priority[members],
+            stale=stale[members],
+            ladders=self.ladders.subset(members),
+        )
+        self._update_brake(name, budget_w, state, now_s, known_w, events)
+        if state.braking_since_s is not None:
+            rung: IntArray = view.ladders.top.copy()
+            level = "brake"
+        else:
+            plan = self.policy.plan(view, state.memory)
+            state.memory = plan.memory
+            rung = np.clip(plan.rung, 0, view.ladders.top).astype(np.int64)
+            level = plan.level
+        worst_w = power_w
+        stale_now = frozenset(int(i) for i in members[view.stale])
+        if stale_now:
+            stale_mask = view.stale
+            rung = np.where(stale_mask & ~view.high_priority, view.ladders.top, rung)
+            rung, worst_w = self._fit_worst_case(view, rung, loosest[members], state, budget_w)
+        self._stale_events(name, state, stale_now, events)
+        if level != state.level:
+            events.append(
+                PowerEvent(
+                    name,
+                    "PowerLevelChanged",
+                    f"{state.level} -> {level} at {power_w:.0f} W of {budget_w:.0f} W",
+                    warning=level == "brake",
+                )
+            )
+            state.level = level
+        top = view.ladders.top
+        slowed = rung > 0
+        report = DomainReport(
+            name=name,
+            budget_w=budget_w,
+            power_w=power_w,
+            worst_case_w=worst_w,
+            level=level,
+            braking=state.braking_since_s is not None,
+            stale_gpus=len(stale_now),
+            locked_gpus=int(np.sum(slowed & (rung < top))),
+            capped_gpus=int(np.sum(slowed & (rung >= top))),
+            high_priority_slowed=int(np.sum(slowed & view.high_priority)),
+        )
+        return rung, report
+
+    def _update_brake(
+        self,
+        name: str,
+        budget_w: float,
+        state: _DomainState,
+        now_s: float,
+        known_w: float,
+        events: list[PowerEvent],
+    ) -> None:
+        if state.braking_since_s is None and known_w >= budget_w:
+            state.braking_since_s = now_s
+            events.append(
+                PowerEvent(
+                    name,
+                    "EmergencyBrake",
+                    f"power {known_w:.0f} W reached the budget {budget_w:.0f} W: "
+                    "every GPU capped at its floor",
+                    warning=True,
+                )
+            )
+        elif (
+            state.braking_since_s is not None
+            and known_w < self.settings.brake_release_fraction * budget_w
+            and now_s - state.braking_since_s >= self.settings.brake_hold_s
+        ):
+            state.braking_since_s = None
+            events.append(
+                PowerEvent(name, "BrakeReleased", f"power {known_w:.0f} W, brake released")
+            )
+
+    def _fit_worst_case(
+        self,
+        view: DomainView,
+        rung: IntArray,
+        loosest: IntArray,
+        state: _DomainState,
+        budget_w: float,
+    ) -> tuple[IntArray, float]:
+        """Step fresh GPUs up (low priority first) until the worst case fits the budget."""
+        ladders = view.ladders
+        stale_w = float(ladders.at(ladders.bound_w, loosest)[view.stale].sum())
+
+        def worst(r: IntArray) -> float:
+            fresh_w = ladders.estimate_w(view.power_w, view.rung, r)[~view.stale].sum()
+            return float(fresh_w) + stale_w + state.overhead_w
+
+        rung = rung.copy()
+        for group in (~view.high_priority, view.high_priority):
+            while worst(rung) > budget_w:
+                movable = np.flatnonzero(group & ~view.stale & (rung < ladders.top))
+                if movable.size == 0:
+                    break
+                rung[movable] += 1
+        return rung, worst(rung)
+
+    def _stale_events(
+        self, name: str, state: _DomainState, stale_now: frozenset[int], events: list[PowerEvent]
+    ) -> None:
+        if stale_now == state.stale:
+            return
+        if stale_now - state.stale:
+            gpus = ", ".join(
+                f"{self.gpus[i].node}/{self.gpus[i].index}" for i in sorted(stale_now)[:8]
+            )
+            events.append(
+                PowerEvent(
+                    name,
+                    "TelemetryStale",
+                    f"{len(stale_now)} GPUs without fresh telemetry ({gpus}); counted at their "
+                    "worst case, low-priority ones capped",
+                    warning=True,
+                )
+            )
+        elif not stale_now:
+            events.append(PowerEvent(name, "TelemetryRecovered", "all GPUs report again"))
+        state.stale = stale_now
