@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from voltpack.model.cluster import MILLI_PER_GPU, Gpu, Node
 from voltpack.model.errors import InvalidRequestError
+from voltpack.model.power_headroom import PowerHeadroom
 from voltpack.model.workload import Pod
 
 IntArray = npt.NDArray[np.int64]
@@ -47,6 +48,8 @@ class ClusterSnapshot:
     gpu_pod_kinds: IntArray
     """Per node, how many GPU pods of each kind run there: column 0 counts GPU-sharing pods,
     column k counts pods holding k whole GPUs."""
+    power: PowerHeadroom | None = None
+    """Power domains' headroom, when the cluster has power budgets."""
     _index_by_name: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -138,6 +141,7 @@ class ClusterSnapshot:
             gpu_present=self.gpu_present,
             gpu_free_milli=self.gpu_free_milli.copy(),
             gpu_pod_kinds=self.gpu_pod_kinds.copy(),
+            power=self.power.copy() if self.power is not None else None,
         )
 
     def allocate(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
@@ -149,6 +153,8 @@ class ClusterSnapshot:
             self.gpu_free_milli[node, gpu] -= pod.gpu_milli
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
+            if self.power is not None:
+                self.power.take(node, pod)
 
     def release(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
         """Give back what `allocate` took; refuse (changing nothing) to exceed capacity."""
@@ -168,6 +174,8 @@ class ClusterSnapshot:
         self.gpu_free_milli[node, gpus] += pod.gpu_milli
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
+            if self.power is not None:
+                self.power.take(node, pod, sign=-1.0)
 
     def _check_fits(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
         name = self.node_names[node]

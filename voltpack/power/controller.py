@@ -11,7 +11,8 @@ decisions. Mechanism, whatever the policy:
   fresh GPUs are stepped up (low priority first) until it does not. All of this happens on the
   first tick after the reading turns stale: within `stale_after_s + interval_s` of the last
   reading. A `TelemetryStale` event and the report's `stale_gpus` say so.
-- **Emergency brake.** When the domain's known power reaches its budget, every GPU in it goes
+- **Emergency brake.** When the domain's accounted power (fresh readings, stale GPUs at their
+  worst case) reaches its budget, every GPU in it goes
   to its cap floor (the software analogue of a rack power brake) until power falls below
   `brake_release_fraction` of the budget and `brake_hold_s` has passed. Policies are judged by
   never needing it; the controller never relies on breaker tolerance.
@@ -160,8 +161,8 @@ class PowerController:
         for domain in self.tree.domains:
             state = self._domains[domain.name]
             rung, report = self._step_domain(
-                domain.name, domain.budget_w, state, now_s, telemetry, stale, reading_w,
-                accounted_w, loosest, events,
+                domain.name, domain.budget_w, state, now_s, telemetry, stale, accounted_w,
+                loosest, events,
             )  # fmt: skip
             wanted[state.members] = np.maximum(wanted[state.members], rung)
             reports.append(report)
@@ -179,14 +180,12 @@ class PowerController:
         now_s: float,
         telemetry: Telemetry,
         stale: BoolArray,
-        reading_w: FloatArray,
         accounted_w: FloatArray,
         loosest: IntArray,
         events: list[PowerEvent],
     ) -> tuple[IntArray, DomainReport]:
         members = state.members
         power_w = float(accounted_w[members].sum()) + state.overhead_w
-        known_w = float(reading_w[members].sum()) + state.overhead_w
         state.history_w.append(power_w)
         del state.history_w[: -self._history_len]
         view = DomainView(
@@ -202,7 +201,7 @@ class PowerController:
             stale=stale[members],
             ladders=self.ladders.subset(members),
         )
-        self._update_brake(name, budget_w, state, now_s, known_w, events)
+        self._update_brake(name, budget_w, state, now_s, power_w, events)
         if state.braking_since_s is not None:
             rung: IntArray = view.ladders.top.copy()
             level = "brake"
@@ -250,28 +249,28 @@ class PowerController:
         budget_w: float,
         state: _DomainState,
         now_s: float,
-        known_w: float,
+        power_w: float,
         events: list[PowerEvent],
     ) -> None:
-        if state.braking_since_s is None and known_w >= budget_w:
+        if state.braking_since_s is None and power_w >= budget_w:
             state.braking_since_s = now_s
             events.append(
                 PowerEvent(
                     name,
                     "EmergencyBrake",
-                    f"power {known_w:.0f} W reached the budget {budget_w:.0f} W: "
+                    f"power {power_w:.0f} W reached the budget {budget_w:.0f} W: "
                     "every GPU capped at its floor",
                     warning=True,
                 )
             )
         elif (
             state.braking_since_s is not None
-            and known_w < self.settings.brake_release_fraction * budget_w
+            and power_w < self.settings.brake_release_fraction * budget_w
             and now_s - state.braking_since_s >= self.settings.brake_hold_s
         ):
             state.braking_since_s = None
             events.append(
-                PowerEvent(name, "BrakeReleased", f"power {known_w:.0f} W, brake released")
+                PowerEvent(name, "BrakeReleased", f"power {power_w:.0f} W, brake released")
             )
 
     def _fit_worst_case(

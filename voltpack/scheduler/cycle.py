@@ -105,6 +105,26 @@ class Scheduler:
         candidates: IntArray,
         rng: np.random.Generator,
     ) -> tuple[int, str]:
+        prefix = ""
+        power = snapshot.power
+        if power is not None and candidates.size > 1 and power.is_high_priority(pod):
+            roomy = candidates[power.preferred(pod)[candidates]]
+            if 0 < roomy.size < candidates.size:
+                prefix = (
+                    f"high priority: {roomy.size} of {candidates.size} feasible nodes keep "
+                    f"{power.preferred_headroom_fraction:.0%} power headroom; "
+                )
+                candidates = roomy
+        node, why = self._best_scored(snapshot, pod, candidates, rng)
+        return node, prefix + why
+
+    def _best_scored(
+        self,
+        snapshot: ClusterSnapshot,
+        pod: Pod,
+        candidates: IntArray,
+        rng: np.random.Generator,
+    ) -> tuple[int, str]:
         if candidates.size == 1:
             return int(candidates[0]), "the only feasible node"
         scores = self.strategy.score(snapshot, pod, candidates, rng)

@@ -9,7 +9,7 @@ import numpy as np
 from voltpack.model.snapshot import BoolArray, ClusterSnapshot
 from voltpack.model.workload import Pod
 
-FILTER_NAMES = ("gpu-model", "cpu", "memory", "gpu")
+FILTER_NAMES = ("gpu-model", "cpu", "memory", "gpu", "power")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ def filter_nodes(snapshot: ClusterSnapshot, pod: Pod) -> FilterResult:
     ]
     if pod.num_gpu > 0:
         checks.append(("gpu", gpus_fitting(snapshot, pod).sum(axis=1) >= pod.num_gpu))
+        if snapshot.power is not None:
+            checks.append(("power", snapshot.power.fits(pod)))
     feasible = np.ones(snapshot.node_count, dtype=np.bool_)
     rejected_by: dict[str, int] = {}
     for name, passed in checks:
@@ -77,6 +79,7 @@ _REJECTION_WORDS = {
     "cpu": "lack CPU",
     "memory": "lack memory",
     "gpu": "lack free GPUs",
+    "power": "would push a power domain's predicted peak over its budget",
 }
 
 

@@ -2,10 +2,11 @@
 
 Rung 0 is no action; rungs 1..k lock the SM clock to successively lower clocks (a small,
 proactive performance cost); the last rung caps power at the floor (the backstop). For every
-rung the ladder knows the power the GPU draws at full activity (`full_w`), the limit a cap
-enforces (`limit_w`, infinite for clock locks) and the worst case (`bound_w`, including
-transient peaks above TDP), so the controller can estimate and bound a domain's power.
-Power is modelled as linear in activity at a fixed clock: p = idle(f) + activity x dyn(f).
+rung the ladder knows the power the GPU draws at full activity (`full_w`: activity 1 is the
+most power-hungry work, whose transient peaks exceed TDP), the limit a cap enforces (`limit_w`,
+infinite for clock locks) and the worst case (`bound_w`), so the controller can estimate and
+bound a domain's power. Power is linear in activity at a fixed clock: p = idle(f) + a x dyn(f)
+(as `voltpack.perf.gpu_power` models it).
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ class PowerCurve(Protocol):
 
     @property
     def min_clock_mhz(self) -> float: ...
-
-    @property
-    def transient_peak_ratio(self) -> float: ...
 
     def power_w(self, activity: Any, clock_mhz: Any) -> Any: ...
 
@@ -99,9 +97,7 @@ class ActionLadder:
         idle = [float(curve.power_w(0.0, c)) for c in rung_clocks]
         full = [float(curve.power_w(1.0, c)) for c in rung_clocks]
         limit = [np.inf] * (len(clocks) + 1) + [floor_power_w]
-        peak = curve.transient_peak_ratio
-        bound = [i + (f - i) * peak for i, f in zip(idle, full, strict=True)]
-        bound[-1] = min(bound[-1], floor_power_w)
+        bound = [*full[:-1], min(full[-1], floor_power_w)]
         return cls(sku, tuple(settings), tuple(idle), tuple(full), tuple(limit), tuple(bound))
 
 

@@ -1,0 +1,158 @@
+"""Power and progress of low-priority, synchronous data-parallel training on 8-GPU servers.
+
+Each iteration is a compute phase (GPUs at their power limit, compute-bound, stretches with
+max_clock / clock) followed by a communication phase (all-reduce and synchronisation: low
+GPU power, not clock-bound). All GPUs of the job move in lockstep, so server power drops at
+every iteration boundary. Progress is a fluid: in a bin at clock f the job advances
+`bin_s / iteration_s(f)` iterations; the phase position within an iteration decides how much
+of the bin is compute and how much communication, so a few-second iteration shows its drops
+at 1 s resolution. Arrays over bins may carry a leading server axis: `[server, bin]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from voltpack.perf.gpu_power import (
+    FloatArray,
+    GpuPowerModel,
+    ServerPowerModel,
+    server_power_model_for,
+)
+
+
+@dataclass(frozen=True)
+class TrainingProfile:
+    """One training job's iteration on one server. Sources, per field:
+
+    - iteration_s 3.0, compute_share 0.8: scenario values, not calibrated. POLCA and the
+      Azure power-stabilisation study (Choukse et al., arXiv 2508.14318) show synchronous
+      training power swinging between a compute-heavy and a communication-heavy phase every
+      iteration; 3 s is in the "few seconds" range those traces show, and a 20 %
+      communication phase is typical of data-parallel LLM training on DGX-A100.
+    - compute_activity None (= the GPU's `sustained_tdp_activity`): the compute phase holds
+      the GPUs at their 400 W limit, which with the dgx-a100 server model gives
+      ~97 % of the 6.5 kW provisioned power, POLCA's training anchor.
+    - communication_activity 0.35: estimate; GPUs mostly wait on NCCL transfers (about
+      180 W per A100, 45 % of TDP).
+    - compute_bound_share 0.9: estimate; dense GEMMs dominate LLM training compute, so the
+      compute phase slows nearly in proportion to the clock.
+    - non_gpu_load_coupling 0.59: fitted to POLCA's training anchor: a training server
+      peaks at ~97 % of the 6.5 kW provisioned power (6305 W) with its 8 GPUs held at the
+      400 W limit, so non-GPU power at full load is 3105 W; over the 1500 W non-GPU idle
+      that is (3105 - 1500) / (8 x (400 - 60)) = 0.59 W per W of GPU power above idle
+      (CPUs feeding data, NICs and NVSwitches carrying gradients, fans, PSU losses).
+    - server: dgx-a100 in gpu_power.yaml.
+    """
+
+    name: str
+    server: ServerPowerModel
+    iteration_s: float = 3.0
+    compute_share: float = 0.8
+    compute_activity: float | None = None
+    communication_activity: float = 0.35
+    compute_bound_share: float = 0.9
+    non_gpu_load_coupling: float = 0.59
+
+    def compute_activity_for(self, gpu: GpuPowerModel) -> float:
+        """Activity of the compute phase on `gpu` (TDP at max clock unless set)."""
+        if self.compute_activity is not None:
+            return self.compute_activity
+        return gpu.sustained_tdp_activity
+
+    def iteration_time_s(self, clock_mhz: ArrayLike, gpu: GpuPowerModel) -> FloatArray:
+        """Duration (s) of one iteration at `clock_mhz`."""
+        compute_s = self.iteration_s * self.compute_share
+        communication_s = self.iteration_s - compute_s
+        return np.asarray(
+            compute_s * gpu.time_factor(clock_mhz, self.compute_bound_share) + communication_s,
+            dtype=np.float64,
+        )
+
+
+@cache
+def default_training_profile() -> TrainingProfile:
+    """Synchronous LLM training on a DGX-A100, the profile documented on TrainingProfile."""
+    return TrainingProfile(name="llm-training-dgx-a100", server=server_power_model_for("dgx-a100"))
+
+
+def _phase_clock_mhz(
+    clock_mhz: FloatArray,
+    activity: float,
+    gpu: GpuPowerModel,
+    power_limit_w_per_bin: ArrayLike | None,
+) -> FloatArray:
+    clock = gpu.clamp_clock_mhz(clock_mhz)
+    if power_limit_w_per_bin is None:
+        return clock
+    limited = gpu.clock_for_power_limit_mhz(activity, power_limit_w_per_bin)
+    return np.minimum(clock, np.broadcast_to(limited, clock.shape))
+
+
+def training_progress(
+    clock_mhz_per_bin: ArrayLike,
+    bin_s: float,
+    profile: TrainingProfile,
+    gpu_model: GpuPowerModel,
+    power_limit_w_per_bin: ArrayLike | None = None,
+) -> FloatArray:
+    """Iterations completed in each bin (fractional); sum them for throughput.
+
+    A power limit lowers the compute phase's clock to what the limit allows at its activity;
+    the communication phase does not depend on the clock.
+    """
+    clock = np.asarray(clock_mhz_per_bin, dtype=np.float64)
+    compute_clock = _phase_clock_mhz(
+        clock, profile.compute_activity_for(gpu_model), gpu_model, power_limit_w_per_bin
+    )
+    return np.asarray(bin_s / profile.iteration_time_s(compute_clock, gpu_model), dtype=np.float64)
+
+
+def _compute_covered(position: FloatArray, compute_fraction: FloatArray) -> FloatArray:
+    """Iteration units in [0, position) that fall in compute phases [n, n + fraction)."""
+    whole = np.floor(position)
+    return np.asarray(
+        whole * compute_fraction + np.minimum(position - whole, compute_fraction), dtype=np.float64
+    )
+
+
+def training_power_w(
+    n_bins: int,
+    clock_mhz_per_bin: ArrayLike,
+    bin_s: float,
+    profile: TrainingProfile,
+    gpu_model: GpuPowerModel,
+    power_limit_w_per_bin: ArrayLike | None = None,
+    start_phase: ArrayLike = 0.0,
+) -> FloatArray:
+    """Mean server power (W) per bin of a server running the training job.
+
+    `clock_mhz_per_bin` is a scalar or an array ending in `n_bins`; `start_phase` (0..1, per
+    server if an array) is where in its iteration the job is at time 0 (0 = compute starts).
+    """
+    clock = np.asarray(clock_mhz_per_bin, dtype=np.float64)
+    clock = np.broadcast_to(clock, (*clock.shape[:-1], n_bins) if clock.ndim else (n_bins,))
+    compute_activity = profile.compute_activity_for(gpu_model)
+    compute_clock = _phase_clock_mhz(clock, compute_activity, gpu_model, power_limit_w_per_bin)
+    communication_clock = _phase_clock_mhz(
+        clock, profile.communication_activity, gpu_model, power_limit_w_per_bin
+    )
+    iteration_s = profile.iteration_time_s(compute_clock, gpu_model)
+    compute_fraction = 1.0 - profile.iteration_s * (1.0 - profile.compute_share) / iteration_s
+    advance = bin_s / iteration_s
+    phase = np.asarray(start_phase, dtype=np.float64)
+    if phase.ndim:
+        phase = phase[..., np.newaxis]
+    end = phase + np.cumsum(advance, axis=-1)
+    start = end - advance
+    compute_time_share = (
+        _compute_covered(end, compute_fraction) - _compute_covered(start, compute_fraction)
+    ) / advance
+    gpu_w = compute_time_share * gpu_model.power_w(compute_activity, compute_clock) + (
+        1.0 - compute_time_share
+    ) * gpu_model.power_w(profile.communication_activity, communication_clock)
+    return profile.server.power_w(gpu_w, gpu_model, profile.non_gpu_load_coupling)
