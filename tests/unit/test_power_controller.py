@@ -155,3 +155,14 @@ def test_settings_are_deterministic() -> None:
 def test_controller_settings_defaults_are_in_seconds() -> None:
     s = ControllerSettings()
     assert s.interval_s == 1.0 and s.stale_after_s == 10.0
+
+
+def test_latency_tolerant_low_priority_gives_watts_before_training() -> None:
+    c = controller(budget_w=2600)
+    high = np.array([True] * 2 + [False] * 6)
+    training = np.array([False] * 4 + [True] * 4)  # GPUs 2, 3: low-priority inference
+    t = Telemetry(np.full(8, 320.0), np.zeros(8), high, None, training)
+    decision = c.step(0.0, t)
+    assert decision.rung[2:4].max() > 0
+    assert decision.rung[4:].tolist() == [0, 0, 0, 0]
+    assert decision.rung[:2].tolist() == [0, 0]

@@ -71,6 +71,8 @@ class Telemetry:
     """Whether the GPU runs high-priority work."""
     applied_rung: IntArray | None = None
     """The rung the agent last reported applied (None or -1: unknown, assume no action)."""
+    throughput_bound: BoolArray | None = None
+    """Whether the GPU's work loses throughput when slowed (training); None: all do."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,9 @@ class PowerController:
             high_priority=telemetry.high_priority[members],
             stale=stale[members],
             ladders=self.ladders.subset(members),
+            throughput_bound=(
+                None if telemetry.throughput_bound is None else telemetry.throughput_bound[members]
+            ),
         )
         self._update_brake(name, budget_w, state, now_s, power_w, events)
         if state.braking_since_s is not None:
@@ -290,7 +295,7 @@ class PowerController:
             return float(fresh_w) + stale_w + state.overhead_w
 
         rung = rung.copy()
-        for group in (~view.high_priority, view.high_priority):
+        for group in view.shed_groups():
             while worst(rung) > budget_w:
                 movable = np.flatnonzero(group & ~view.stale & (rung < ladders.top))
                 if movable.size == 0:

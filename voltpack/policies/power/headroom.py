@@ -2,12 +2,13 @@
 
 Each tick the policy predicts the domain's power one actuation horizon ahead (now plus a high
 quantile of the rises seen over that horizon in the recent past), and when the prediction passes
-`target_fraction` of the budget it raises GPUs one rung at a time, the GPUs that save the most
-watts first, low priority before high priority (high priority is touched only when no
-low-priority GPU has anything left to give), until the estimated saving covers the excess.
-When the prediction falls below `release_fraction` of the budget and nothing was raised for
-`hold_s`, it steps GPUs back down, high priority first, never more than keeps the prediction
-under the release level.
+`target_fraction` of the budget it raises GPUs one rung at a time until the estimated saving
+covers the excess: first low-priority work that loses only latency when slowed (request-driven
+inference), then low-priority work that loses throughput (training), and high priority only
+when no low-priority GPU has anything left to give; within a group, the GPUs that save the
+most watts first. When the prediction falls below `release_fraction` of the budget and nothing
+was raised for `hold_s`, it steps GPUs back down in the reverse order, never more than keeps
+the prediction under the release level.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def _estimates(view: DomainView, rung: IntArray) -> FloatArray:
 def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
     """Step GPUs up until the estimated saving covers `need_w`, low priority first."""
     rung = rung.copy()
-    for group in (~view.high_priority, view.high_priority):
+    for group in view.shed_groups():
         while need_w > 0:
             now_w = _estimates(view, rung)
             up = np.minimum(rung + 1, view.ladders.top)
@@ -123,7 +124,7 @@ def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
 def release_rungs(view: DomainView, rung: IntArray, room_w: float) -> IntArray:
     """Step GPUs down one rung while the estimated increase fits in `room_w`, high first."""
     rung = rung.copy()
-    for group in (view.high_priority, ~view.high_priority):
+    for group in reversed(view.shed_groups()):
         candidates = np.flatnonzero(group & (rung > 0) & ~view.stale)
         if candidates.size == 0:
             continue

@@ -31,6 +31,17 @@ class DomainView:
     high_priority: BoolArray
     stale: BoolArray
     ladders: LadderTable
+    throughput_bound: BoolArray | None = None
+    """GPUs whose work loses throughput when slowed (training, batch jobs); request-driven
+    inference below saturation loses only latency. None: all are."""
+
+    def shed_groups(self) -> list[BoolArray]:
+        """GPU groups in the order they give watts: low-priority latency-tolerant work,
+        low-priority throughput-bound work, then high priority."""
+        low = ~self.high_priority
+        if self.throughput_bound is None:
+            return [low, self.high_priority]
+        return [low & ~self.throughput_bound, low & self.throughput_bound, self.high_priority]
 
     @property
     def power_now_w(self) -> float:

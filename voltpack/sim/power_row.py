@@ -1,0 +1,336 @@
+"""A row of eight-GPU servers under one power budget, second by second (POLCA's setup).
+
+Inference servers replay the Azure LLM 2023 trace with a diurnal rate; a share of them serve
+low-priority inference (POLCA's mix: batch or internal requests), the rest high-priority
+inference. Training servers (low priority) run synchronous jobs whose power drops at every
+iteration boundary. Servers are ordered high-priority inference, low-priority inference,
+training. Each
+second the servers draw what the perf models say at their applied clocks and caps; the power
+controller (the same `voltpack.power` code the operator runs) sees the row's telemetry
+`telemetry_delay_s` late and its settings take effect `actuation_latency_s` after it decides.
+Each server is one control unit: its eight GPUs serve one tensor-parallel instance (or one
+data-parallel replica) and are set together.
+
+After the run, request latencies come from the realised clock timeline and training progress
+from the iterations completed; both are compared with the same servers uncapped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voltpack.perf.gpu_power import GpuPowerModel, ServerPowerModel, power_model_for
+from voltpack.perf.llm_inference import (
+    InferenceLoad,
+    InferenceProfile,
+    bin_requests,
+    default_inference_profile,
+    inference_busy,
+    power_from_busy_w,
+    request_latency_s,
+)
+from voltpack.perf.training import (
+    TrainingProfile,
+    default_training_profile,
+    training_power_w,
+    training_progress,
+)
+from voltpack.policies.power.ladder import ActionLadder, FloatArray
+from voltpack.policies.power.registry import make_power_policy
+from voltpack.policies.schema import PowerSpec
+from voltpack.power.controller import GpuSlot, PowerController, Telemetry
+from voltpack.power.domains import PowerDomain, PowerDomainTree
+from voltpack.power.setup import default_actions, settings_from_spec
+from voltpack.sim.traces.azure_llm import LlmRequests, diurnal_request_stream
+
+GPU_SKU = "A100-80GB"
+
+
+@dataclass(frozen=True)
+class RowScenario:
+    """What the row runs; `servers` is the knob an oversubscription study turns."""
+
+    servers: int
+    budget_servers: int = 40
+    """The budget is the provisioned power of this many servers."""
+    training_share: float = 0.1
+    """Share of servers running low-priority training (the rest: inference)."""
+    low_priority_inference_share: float = 0.3
+    """Share of the inference servers whose requests are low priority."""
+    duration_s: int = 86_400
+    mean_rate_per_s: float = 0.6
+    """Mean inference requests per second per inference server over the day."""
+    peak_to_trough: float = 2.0
+    servers_per_training_job: int = 8
+    telemetry_delay_s: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ServerCurve:
+    """A whole server as one control unit: power vs activity and clock of its GPUs."""
+
+    gpu: GpuPowerModel
+    server: ServerPowerModel
+    coupling: float
+
+    @property
+    def tdp_w(self) -> float:
+        """Server power with every GPU at its TDP."""
+        return float(self.server.power_w(self.gpu.tdp_w, self.gpu, self.coupling))
+
+    @property
+    def max_clock_mhz(self) -> float:
+        """The GPUs' max SM clock."""
+        return self.gpu.max_clock_mhz
+
+    @property
+    def min_clock_mhz(self) -> float:
+        """The GPUs' min SM clock."""
+        return self.gpu.min_clock_mhz
+
+    def power_w(self, activity: Any, clock_mhz: Any) -> Any:
+        """Server power when its GPUs run work of `activity` at `clock_mhz`."""
+        return self.server.power_w(self.gpu.power_w(activity, clock_mhz), self.gpu, self.coupling)
+
+
+@dataclass
+class RowWorkload:
+    """The row's servers: who they are and what they are asked to do."""
+
+    scenario: RowScenario
+    inference: list[LlmRequests]
+    load: InferenceLoad
+    training_phase: FloatArray
+    inference_profile: InferenceProfile = field(default_factory=default_inference_profile)
+    training_profile: TrainingProfile = field(default_factory=default_training_profile)
+
+    @property
+    def n_inference(self) -> int:
+        """Number of inference servers."""
+        return len(self.inference)
+
+    @property
+    def n_training(self) -> int:
+        """Number of training servers."""
+        return self.scenario.servers - self.n_inference
+
+    @property
+    def n_high(self) -> int:
+        """Number of high-priority inference servers (the first ones)."""
+        low = round(self.n_inference * self.scenario.low_priority_inference_share)
+        return self.n_inference - low
+
+
+def build_workload(scenario: RowScenario, trace: LlmRequests) -> RowWorkload:
+    """Per-server request streams and training-job phases, deterministic in the seed."""
+    rng = np.random.default_rng(scenario.seed)
+    n_training = round(scenario.servers * scenario.training_share)
+    n_inference = scenario.servers - n_training
+    streams = [
+        diurnal_request_stream(
+            trace, scenario.duration_s, scenario.mean_rate_per_s, rng, scenario.peak_to_trough
+        )
+        for _ in range(n_inference)
+    ]
+    profile = default_inference_profile()
+    loads = [
+        bin_requests(
+            s.arrival_s, s.prompt_tokens, s.output_tokens, 1.0, scenario.duration_s, profile
+        )
+        for s in streams
+    ]
+    jobs = max(1, -(-n_training // scenario.servers_per_training_job))
+    job_phase = rng.random(jobs)
+    phase = job_phase[np.arange(n_training) // scenario.servers_per_training_job]
+    return RowWorkload(scenario, streams, InferenceLoad.stack(loads), phase.astype(np.float64))
+
+
+@dataclass(frozen=True)
+class RowRun:
+    """What one run of the row produced, second by second and per request."""
+
+    row_power_w: FloatArray
+    budget_w: float
+    clock_mhz: FloatArray
+    """[server, second] applied SM clock."""
+    power_limit_w: FloatArray
+    """[server, second] applied per-GPU power limit (NaN: none)."""
+    actions: int
+    """Rung increases commanded (clock locks and caps)."""
+    brakes: int
+    latency_s: FloatArray
+    """High-priority request latencies."""
+    low_latency_s: FloatArray
+    """Low-priority request latencies."""
+    low_completed: int
+    """Low-priority requests completed within the run."""
+    training_iterations: float
+
+
+def _ladders(spec: PowerSpec, workload: RowWorkload) -> tuple[ActionLadder, ActionLadder, float]:
+    gpu = power_model_for(GPU_SKU)
+    actions = spec.gpus.get(GPU_SKU) or default_actions(GPU_SKU, gpu)
+    curves = (
+        ServerCurve(gpu, workload.inference_profile.server,
+                    workload.inference_profile.non_gpu_load_coupling),
+        ServerCurve(gpu, workload.training_profile.server,
+                    workload.training_profile.non_gpu_load_coupling),
+    )  # fmt: skip
+    ladders = [
+        ActionLadder.build(
+            GPU_SKU, curve, actions.lock_clocks_mhz,
+            float(curve.server.power_w(actions.floor_power_w, gpu, curve.coupling)),
+        )
+        for curve in curves
+    ]  # fmt: skip
+    return ladders[0], ladders[1], actions.floor_power_w
+
+
+def run_row(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
+    """Run the row for the scenario's duration; `spec` None runs it uncapped."""
+    scenario = workload.scenario
+    gpu = power_model_for(GPU_SKU)
+    n_inf, n = workload.n_inference, scenario.servers
+    duration = scenario.duration_s
+    budget_w = scenario.budget_servers * workload.inference_profile.server.provisioned_w
+    clock = np.full((n, duration), gpu.max_clock_mhz)
+    limit = np.full((n, duration), np.nan)
+    row_power = np.zeros(duration)
+    phase = workload.training_phase.copy()
+    backlog = np.zeros(n_inf)
+    prefill_history = np.zeros((n_inf, 0))
+    controller, floor_gpu_w = (
+        _controller(spec, workload, budget_w) if spec is not None else (None, np.nan)
+    )
+    settings = settings_from_spec(spec) if spec is not None else None
+    latency_ticks = round(settings.actuation_latency_s) if settings else 0
+    delay = scenario.telemetry_delay_s
+    pending: deque[np.ndarray] = deque(np.zeros(n, dtype=np.int64) for _ in range(latency_ticks))
+    applied = np.zeros(n, dtype=np.int64)
+    readings: deque[FloatArray] = deque()
+    high = np.arange(n) < workload.n_high
+    training = np.arange(n) >= n_inf
+    actions = brakes = 0
+    rung_clock, rung_limit = _rung_tables(controller, gpu, floor_gpu_w, n)
+    for t in range(duration):
+        clock[:, t] = rung_clock[np.arange(n), applied]
+        limit[:, t] = rung_limit[np.arange(n), applied]
+        lim = limit[:, t]
+        busy = inference_busy(
+            workload.load.bins(t, t + 1), clock[:n_inf, t : t + 1],
+            workload.inference_profile, gpu,
+            None if np.isnan(lim[:n_inf]).all() else np.where(
+                np.isnan(lim[:n_inf]), np.inf, lim[:n_inf])[:, None],
+            initial_backlog_s=backlog, previous_prefill_share=prefill_history,
+        )  # fmt: skip
+        backlog = busy.backlog_end_s
+        prefill_history = np.concatenate([prefill_history, busy.prefill_share], axis=1)[:, -60:]
+        power = np.empty(n)
+        power[:n_inf] = power_from_busy_w(busy, workload.inference_profile, gpu)[:, 0]
+        if n > n_inf:
+            train_limit = lim[n_inf:]
+            train_limit_arg = (
+                None if np.isnan(train_limit).all()
+                else np.where(np.isnan(train_limit), np.inf, train_limit)[:, None]
+            )  # fmt: skip
+            power[n_inf:] = training_power_w(
+                1, clock[n_inf:, t : t + 1], 1.0, workload.training_profile, gpu,
+                train_limit_arg, start_phase=phase,
+            )[:, 0]  # fmt: skip
+            phase = (phase + training_progress(
+                clock[n_inf:, t], 1.0, workload.training_profile, gpu,
+                None if train_limit_arg is None else train_limit_arg[:, 0],
+            )) % 1.0  # fmt: skip
+        row_power[t] = power.sum()
+        readings.append(power)
+        if controller is None:
+            continue
+        if len(readings) > delay:
+            seen = readings.popleft()
+            decision = controller.step(
+                float(t),
+                Telemetry(seen, np.full(n, float(t - delay)), high, applied.copy(), training),
+            )
+            actions += int(np.sum(decision.rung > controller_previous(pending, applied)))
+            brakes += sum(1 for e in decision.events if e.reason == "EmergencyBrake")
+            pending.append(decision.rung.copy())
+        else:
+            pending.append(applied.copy())
+        applied = pending.popleft()
+    latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
+    n_high = workload.n_high
+    high_latency = np.concatenate(latency[:n_high]) if n_high else np.zeros(0)
+    low_latency = np.concatenate(latency[n_high:]) if n_inf > n_high else np.zeros(0)
+    low_done = sum(
+        int(np.sum(stream.arrival_s + lat <= duration))
+        for stream, lat in zip(workload.inference[n_high:], latency[n_high:], strict=True)
+    )
+    iterations = (
+        float(training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu,
+                                np.where(np.isnan(limit[n_inf:]), np.inf, limit[n_inf:])).sum())
+        if n > n_inf else 0.0
+    )  # fmt: skip
+    return RowRun(
+        row_power, budget_w, clock, limit, actions, brakes, high_latency, low_latency, low_done,
+        iterations,
+    )  # fmt: skip
+
+
+def controller_previous(pending: deque[np.ndarray], applied: np.ndarray) -> np.ndarray:
+    """The last commanded rungs (the newest pending, or what is applied)."""
+    return pending[-1] if pending else applied
+
+
+def _controller(
+    spec: PowerSpec, workload: RowWorkload, budget_w: float
+) -> tuple[PowerController, float]:
+    """One control unit per server in one row domain; also the per-GPU floor cap."""
+    inference, training, floor_gpu_w = _ladders(spec, workload)
+    n = workload.scenario.servers
+    slots = [
+        GpuSlot(f"server-{i}", 0, inference if i < workload.n_inference else training)
+        for i in range(n)
+    ]
+    tree = PowerDomainTree([PowerDomain("row", budget_w, frozenset(s.node for s in slots))])
+    policy = make_power_policy(spec.policy, spec.params)
+    return PowerController(tree, slots, policy, settings_from_spec(spec)), floor_gpu_w
+
+
+def _rung_tables(
+    controller: PowerController | None, gpu: GpuPowerModel, floor_gpu_w: float, servers: int
+) -> tuple[FloatArray, FloatArray]:
+    """[server, rung] -> applied SM clock and per-GPU power limit (NaN: none)."""
+    if controller is None:
+        return np.full((servers, 1), gpu.max_clock_mhz), np.full((servers, 1), np.nan)
+    width = int(controller.ladders.top.max()) + 1
+    clocks = np.full((len(controller.gpus), width), gpu.max_clock_mhz)
+    limits = np.full((len(controller.gpus), width), np.nan)
+    for row, slot in enumerate(controller.gpus):
+        for rung, setting in enumerate(slot.ladder.settings):
+            if setting.locked_clock_mhz is not None:
+                clocks[row, rung] = setting.locked_clock_mhz
+            if setting.power_limit_w is not None:
+                limits[row, rung] = floor_gpu_w
+    return clocks, limits
+
+
+def _latencies(
+    workload: RowWorkload, clock: FloatArray, limit: FloatArray, gpu: GpuPowerModel
+) -> list[FloatArray]:
+    """Each inference server's request latencies under its realised clocks and caps."""
+    out = []
+    for i, stream in enumerate(workload.inference):
+        lim = limit[i]
+        out.append(
+            request_latency_s(
+                stream.arrival_s, stream.prompt_tokens, stream.output_tokens, clock[i], 1.0,
+                workload.inference_profile, gpu,
+                None if np.isnan(lim).all() else np.where(np.isnan(lim), np.inf, lim),
+            )
+        )  # fmt: skip
+    return out
