@@ -185,3 +185,32 @@ def test_load_policy_file_that_is_not_utf8(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as error:
         load_policy(path)
     assert str(path) in str(error.value)
+
+
+POWER_HEADER = (
+    "apiVersion: voltpack.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: p}\n"
+    "spec:\n  scoring: {strategy: best-fit}\n  power:\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("power", "message"),
+    [
+        ("    policy: polka\n", "spec.power.policy: value 'polka' is not allowed"),
+        ("    params: {target_fraction: 2}\n", "spec.power.params.target_fraction"),
+        ("    interval_s: 0\n", "spec.power.interval_s"),
+        (
+            "    gpus: {A100-80GB: {lock_clocks_mhz: [1000, 1200], floor_power_w: 100}}\n",
+            "spec.power.gpus.A100-80GB: .*strictly descending",
+        ),
+        (
+            "    gpus: {A100-80GB: {lock_clocks_mhz: [1900], floor_power_w: 100}}\n",
+            "outside the GPU's range",
+        ),
+        ("    gpus: {Z9000: {lock_clocks_mhz: [900], floor_power_w: 100}}\n", "unknown GPU model"),
+        ("    domains: [{name: r, budget_w: -5}]\n", "spec.power.domains.0.budget_w"),
+    ],
+)
+def test_bad_power_sections_name_the_field(power: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        parse_policy(POWER_HEADER + power)

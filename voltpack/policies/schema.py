@@ -8,8 +8,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from voltpack.model.errors import PolicyError
+from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
+from voltpack.perf.gpu_power import power_model_for
+from voltpack.policies.power.ladder import ActionLadder
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
 
@@ -113,9 +115,21 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
     try:
         make_strategy(strategy, policy.spec.scoring.params)
         make_power_policy(policy.spec.power.policy, policy.spec.power.params)
+        check_gpu_actions(policy.spec.power)
     except PolicyError as exc:
         raise PolicyError(f"{origin}: {exc}") from None
     return policy
+
+
+def check_gpu_actions(power: PowerSpec) -> None:
+    """Every `spec.power.gpus` entry names a known GPU and fits its clock and power range."""
+    for sku, actions in power.gpus.items():
+        try:
+            ActionLadder.build(
+                sku, power_model_for(sku), actions.lock_clocks_mhz, actions.floor_power_w
+            )
+        except (CatalogError, PowerConfigError) as exc:
+            raise PolicyError(f"field spec.power.gpus.{sku}: {exc}") from None
 
 
 def load_policy(path: Path) -> PolicyFile:
