@@ -365,6 +365,13 @@ def agent(
     port: Annotated[int, typer.Option(help="port of /metrics and /healthz")] = 9410,
     power_interval_s: Annotated[float, typer.Option(help="power sampling period")] = 1.0,
     full_interval_s: Annotated[float, typer.Option(help="full sampling period")] = 10.0,
+    publish_interval_s: Annotated[
+        float,
+        typer.Option(
+            help="GPUNode status period: the power manager's telemetry (keep it well under "
+            "the policy's late_after_s)"
+        ),
+    ] = 2.0,
     dcgm_compat: Annotated[bool, typer.Option(help="also export dcgm-exporter names")] = False,
     simulated_model: Annotated[str, typer.Option(help="GPU model of --backend simulated")] = (
         "H100-SXM"
@@ -403,7 +410,7 @@ def agent(
             CustomObjectsApi(api_client(server)), node_name, device, sysfs_root=sysfs_root
         )
         threading.Thread(
-            target=_publish_loop, args=(sync, full_interval_s, stop), daemon=True
+            target=_publish_loop, args=(sync, publish_interval_s, stop), daemon=True
         ).start()
     run_agent(
         device,

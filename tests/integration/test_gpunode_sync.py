@@ -28,6 +28,9 @@ def test_status_reports_the_gpus_and_the_spec_is_applied(
     install_crds(extensions)
     backend = SimulatedBackend("H100-SXM", 8, node_name="gpu-a100-0")
     sync = GpuNodeSync(custom, "gpu-a100-0", backend)
+    # a fresh agent does not know what the last one left locked: the first pass resets clocks
+    first = sync.reconcile_once()
+    assert {(r.action, r.ok) for r in first} == {("unlock-clocks", True)} and len(first) == 8
     assert sync.reconcile_once() == []
     status = gpunode(custom, "gpu-a100-0")["status"]
     assert len(status["gpus"]) == 8

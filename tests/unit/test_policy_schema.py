@@ -214,3 +214,8 @@ POWER_HEADER = (
 def test_bad_power_sections_name_the_field(power: str, message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         parse_policy(POWER_HEADER + power)
+
+
+def test_late_must_come_before_stale() -> None:
+    with pytest.raises(PolicyError, match="late_after_s must be below stale_after_s"):
+        parse_policy(POWER_HEADER + "    late_after_s: 20\n    stale_after_s: 10\n")

@@ -24,6 +24,7 @@ def controller(
     nodes = [f"n{i // 4}" for i in range(gpus)]
     tree = PowerDomainTree([PowerDomain("row", budget_w, frozenset(nodes))])
     spec = PowerSpec(policy=policy, params=params or {}, stale_after_s=stale_after_s,
+                     late_after_s=min(5.0, stale_after_s / 2),
                      brake_hold_s=5.0)  # fmt: skip
     locations = [GpuLocation(node, i % 4, A100) for i, node in enumerate(nodes)]
     return build_controller(spec, tree, locations)
@@ -154,7 +155,7 @@ def test_settings_are_deterministic() -> None:
 
 def test_controller_settings_defaults_are_in_seconds() -> None:
     s = ControllerSettings()
-    assert s.interval_s == 1.0 and s.stale_after_s == 10.0
+    assert s.interval_s == 1.0 and s.late_after_s == 5.0 and s.stale_after_s == 15.0
 
 
 def test_latency_tolerant_low_priority_gives_watts_before_training() -> None:

@@ -140,7 +140,8 @@ class GpuNodeSync:
                 results.append(self.backend.reset_power_limit(index))
             clocks = setting.locked_clocks if setting else None
             want = (clocks.min_mhz, clocks.max_mhz) if clocks else None
-            if want != self._locked.get(index):
+            # After a restart the device's lock is unknown: the first pass applies the spec.
+            if index not in self._locked or want != self._locked[index]:
                 result = (
                     self.backend.lock_clocks(index, *want)
                     if want

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
+from voltpack.operator.power_metrics import PowerCollector
 from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
 
 
@@ -149,11 +150,12 @@ class OperatorCollector(Collector):
 
 
 class MetricsServer:
-    """Serves an operator's metrics on `/metrics` from a background thread."""
+    """Serves an operator's metrics (scheduling and power) on `/metrics` from a thread."""
 
     def __init__(self, source: Any, host: str = "0.0.0.0", port: int = 0) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(OperatorCollector(source))
+        self.registry.register(PowerCollector(source))
         self._server, self._thread = start_http_server(port, host, registry=self.registry)
         self.port = int(self._server.server_port)
 

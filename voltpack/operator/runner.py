@@ -1,4 +1,4 @@
-"""The operator process: caches, leader election, and the scheduling loop.
+"""The operator process: caches, leader election, the scheduling loop and the power loop.
 
 Level-triggered: every cycle starts from the caches (the cluster as it is), so after a crash or
 a failover a new leader simply carries on; nothing lives only in memory except the Event
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,7 @@ from voltpack.operator.metrics import (
     now_s,
     power_domains,
 )
+from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.translate import pod_from_k8s
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
@@ -55,6 +57,10 @@ class OperatorConfig:
     lease_duration_s: int = 15
     metrics_port: int | None = None
     """Serve Prometheus metrics on this port (0: any free one; None: do not serve)."""
+    power: bool = True
+    """Run the power loop (as leader): keep PowerBudgets under budget via GPUNode specs."""
+    power_interval_s: float | None = None
+    """Power-loop interval; None: the policy file's `spec.power.interval_s`."""
 
 
 @dataclass
@@ -72,7 +78,13 @@ class OperatorStats:
 class Operator:
     """One replica; only the Lease holder writes bindings and Events."""
 
-    def __init__(self, api_client: ApiClient, config: OperatorConfig) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        config: OperatorConfig,
+        power_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`power_clock`: Unix seconds for the power loop (injected by tests)."""
         self.config = config
         self.core = CoreV1Api(api_client)
         self.nodes = ResourceCache("nodes", self.core.list_node)
@@ -86,6 +98,23 @@ class Operator:
                 API_GROUP, API_VERSION, "powerbudgets", **kwargs
             ),
         )
+        self.gpunodes = ResourceCache(
+            "gpunodes",
+            lambda **kwargs: custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, "gpunodes", **kwargs
+            ),
+        )
+        self.power_loop: PowerLoop | None = None
+        if config.power:
+            caches = PowerCaches(self.nodes, self.pods, self.gpunodes, self.budgets)
+            self.power_loop = PowerLoop(
+                self.core,
+                custom,
+                config.policy.spec.power,
+                caches,
+                clock=power_clock,
+                interval_s=config.power_interval_s,
+            )
         self.elector = LeaderElector(
             CoordinationV1Api(api_client),
             config.namespace,
@@ -115,6 +144,17 @@ class Operator:
         self.pods.start(stop)
         self.jobs.start(stop)
         self.budgets.start(stop)
+        power_stop = threading.Event()  # set before the Lease is given up
+        power: threading.Thread | None = None
+        if self.power_loop is not None:
+            self.gpunodes.start(stop)
+            power = threading.Thread(
+                target=self.power_loop.run,
+                args=(power_stop, self.elector.is_leader),
+                name="power-loop",
+                daemon=True,
+            )
+            power.start()
         self.nodes.wait_synced(30)
         self.pods.wait_synced(30)
         renew_every_s = max(self.config.lease_duration_s / 4, 0.1)
@@ -133,6 +173,9 @@ class Operator:
                 if not self.jobs.changed.is_set():
                     self.pods.changed.wait(wait_s)
         finally:
+            power_stop.set()
+            if power is not None:
+                power.join(timeout=30)
             self.elector.release()
             if self.metrics is not None:
                 self.metrics.stop()

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
@@ -63,7 +63,12 @@ class PowerSpec(_Strict):
     actuation_latency_s: float = Field(
         default=1.0, ge=0, description="time until a setting takes effect (in-band NVML ~1 s)"
     )
-    stale_after_s: float = Field(default=10.0, gt=0, description="telemetry older is stale")
+    late_after_s: float = Field(
+        default=5.0, gt=0, description="telemetry older is late: the policy gives nothing back"
+    )
+    stale_after_s: float = Field(
+        default=15.0, gt=0, description="telemetry older is stale: counted at its worst case"
+    )
     brake_release_fraction: float = Field(default=0.9, gt=0, lt=1)
     brake_hold_s: float = Field(default=30.0, ge=0)
     high_priority_min: int = Field(
@@ -73,6 +78,12 @@ class PowerSpec(_Strict):
         default_factory=dict, description="per GPU SKU; others get derived defaults"
     )
     domains: list[PowerDomainSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _late_before_stale(self) -> PowerSpec:
+        if self.late_after_s >= self.stale_after_s:
+            raise ValueError("late_after_s must be below stale_after_s")
+        return self
 
 
 class PolicySpec(_Strict):

@@ -53,7 +53,8 @@ class ControllerSettings:
 
     interval_s: float = 1.0
     actuation_latency_s: float = 1.0
-    stale_after_s: float = 10.0
+    late_after_s: float = 5.0
+    stale_after_s: float = 15.0
     brake_release_fraction: float = 0.9
     brake_hold_s: float = 30.0
     history_s: float = 3600.0
@@ -103,12 +104,17 @@ class PowerEvent:
 
 @dataclass(frozen=True)
 class PowerDecision:
-    """Every GPU's commanded rung and setting, the domain reports and the events of a tick."""
+    """Every GPU's commanded rung, the domain reports and the events of a tick."""
 
     rung: IntArray
-    settings: tuple[GpuSetting, ...]
     domains: tuple[DomainReport, ...]
     events: tuple[PowerEvent, ...]
+    gpus: tuple[GpuSlot, ...]
+
+    @property
+    def settings(self) -> tuple[GpuSetting, ...]:
+        """Every GPU's commanded setting (its ladder's setting at its rung)."""
+        return tuple(gpu.ladder.settings[r] for gpu, r in zip(self.gpus, self.rung, strict=True))
 
 
 @dataclass
@@ -150,7 +156,9 @@ class PowerController:
 
     def step(self, now_s: float, telemetry: Telemetry) -> PowerDecision:
         """One control tick at time `now_s`."""
-        stale = ~(now_s - telemetry.read_at_s <= self.settings.stale_after_s)
+        age_s = now_s - telemetry.read_at_s
+        stale = ~(age_s <= self.settings.stale_after_s)
+        late = ~stale & (age_s > self.settings.late_after_s)
         applied = telemetry.applied_rung
         loosest = np.minimum(self.rung, applied) if applied is not None else self.rung * 0
         loosest = np.maximum(loosest, 0)
@@ -163,16 +171,13 @@ class PowerController:
         for domain in self.tree.domains:
             state = self._domains[domain.name]
             rung, report = self._step_domain(
-                domain.name, domain.budget_w, state, now_s, telemetry, stale, accounted_w,
+                domain.name, domain.budget_w, state, now_s, telemetry, stale, late, accounted_w,
                 loosest, events,
             )  # fmt: skip
             wanted[state.members] = np.maximum(wanted[state.members], rung)
             reports.append(report)
         self.rung = np.minimum(wanted, self.ladders.top)
-        settings = tuple(
-            gpu.ladder.settings[r] for gpu, r in zip(self.gpus, self.rung, strict=True)
-        )
-        return PowerDecision(self.rung.copy(), settings, tuple(reports), tuple(events))
+        return PowerDecision(self.rung.copy(), tuple(reports), tuple(events), self.gpus)
 
     def _step_domain(
         self,
@@ -182,6 +187,7 @@ class PowerController:
         now_s: float,
         telemetry: Telemetry,
         stale: BoolArray,
+        late: BoolArray,
         accounted_w: FloatArray,
         loosest: IntArray,
         events: list[PowerEvent],
@@ -202,6 +208,7 @@ class PowerController:
             high_priority=telemetry.high_priority[members],
             stale=stale[members],
             ladders=self.ladders.subset(members),
+            late=late[members],
             throughput_bound=(
                 None if telemetry.throughput_bound is None else telemetry.throughput_bound[members]
             ),

@@ -62,6 +62,7 @@ def settings_from_spec(spec: PowerSpec) -> ControllerSettings:
     return ControllerSettings(
         interval_s=spec.interval_s,
         actuation_latency_s=spec.actuation_latency_s,
+        late_after_s=spec.late_after_s,
         stale_after_s=spec.stale_after_s,
         brake_release_fraction=spec.brake_release_fraction,
         brake_hold_s=spec.brake_hold_s,

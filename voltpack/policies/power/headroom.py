@@ -6,14 +6,14 @@ quantile of the rises seen over that horizon in the recent past), and when the p
 covers the excess: first low-priority work that loses only latency when slowed (request-driven
 inference), then low-priority work that loses throughput (training), and high priority only
 when no low-priority GPU has anything left to give; within a group, the GPUs that save the
-most watts first. When the prediction falls below `release_fraction` of the budget and nothing
-was raised for `hold_s`, it steps GPUs back down in the reverse order, never more than keeps
-the prediction under the release level.
+most watts first. When the prediction falls below `release_fraction` of the budget, nothing
+was raised for `hold_s` and no reading is late, it steps GPUs back down in the reverse order,
+never more than keeps the prediction under the release level.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,9 @@ class HeadroomParams(BaseModel):
     hold_s: float = Field(default=30.0, ge=0)
     rise_quantile: float = Field(default=0.999, gt=0.5, le=1)
     window_s: float = Field(default=3600.0, gt=0, description="past used for the rise quantile")
+    refresh_s: float = Field(
+        default=30.0, gt=0, description="how often the rise quantile is recomputed"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> HeadroomParams:
@@ -47,6 +50,8 @@ class HeadroomParams(BaseModel):
 @dataclass(frozen=True)
 class _Memory:
     last_raise_s: float
+    rise_w: float = 0.0
+    rise_at_s: float = -np.inf
 
 
 def predicted_rise_w(history_w: FloatArray, horizon_ticks: int, quantile: float) -> float:
@@ -67,26 +72,31 @@ class HeadroomPolicy:
     def __init__(self, params: HeadroomParams | None = None) -> None:
         self.params = params or HeadroomParams()
 
-    def predicted_w(self, view: DomainView) -> float:
-        """The domain's power one control interval plus actuation latency ahead."""
+    def rise_w(self, view: DomainView) -> float:
+        """The rise to expect over one control interval plus the actuation latency."""
         horizon = int(np.ceil((view.interval_s + view.actuation_latency_s) / view.interval_s))
         window = max(horizon + 1, int(self.params.window_s / view.interval_s))
-        rise = predicted_rise_w(view.history_w[-window:], horizon, self.params.rise_quantile)
-        return view.power_now_w + rise
+        return predicted_rise_w(view.history_w[-window:], horizon, self.params.rise_quantile)
 
     def plan(self, view: DomainView, memory: Any) -> DomainPlan:
         """Raise to cover the predicted excess, or release within the release level."""
         state = memory if isinstance(memory, _Memory) else _Memory(-np.inf)
-        predicted = self.predicted_w(view)
+        if view.now_s - state.rise_at_s >= self.params.refresh_s:
+            state = replace(state, rise_w=self.rise_w(view), rise_at_s=view.now_s)
+        predicted = view.power_now_w + state.rise_w
         target = self.params.target_fraction * view.budget_w
         release = self.params.release_fraction * view.budget_w
         rung = view.rung.copy()
         if predicted > target:
             rung = raise_rungs(view, rung, predicted - target)
             changed = bool(np.any(rung != view.rung))
-            state = _Memory(view.now_s) if changed else state
+            state = replace(state, last_raise_s=view.now_s) if changed else state
             level = "shedding"
-        elif predicted < release and view.now_s - state.last_raise_s >= self.params.hold_s:
+        elif (
+            predicted < release
+            and view.now_s - state.last_raise_s >= self.params.hold_s
+            and not view.any_late
+        ):
             rung = release_rungs(view, rung, release - predicted)
             level = "releasing" if np.any(rung != view.rung) else "normal"
         else:

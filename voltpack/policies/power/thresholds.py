@@ -3,8 +3,8 @@
 When the domain's power crosses the first threshold, low-priority GPUs get their clocks locked;
 above the second threshold they are locked lower and high-priority GPUs are locked too. A stage
 is left only when power falls a margin below the threshold that entered it (hysteresis) and the
-stage has been held for `hold_s`. The policy reacts to the power measured now; it predicts
-nothing.
+stage has been held for `hold_s` (and no GPU's reading is late). The policy reacts to the
+power measured now; it predicts nothing.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class ThresholdPolicy:
         stage = state.stage
         if entered > stage:
             stage = entered
-        elif stage > 0 and view.now_s - state.since_s >= self.params.hold_s:
+        elif stage > 0 and view.now_s - state.since_s >= self.params.hold_s and not view.any_late:
             while stage > entered and share < self.params.thresholds[stage - 1] - (
                 self.params.release_margin
             ):

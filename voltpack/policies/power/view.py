@@ -31,9 +31,17 @@ class DomainView:
     high_priority: BoolArray
     stale: BoolArray
     ladders: LadderTable
+    late: BoolArray | None = None
+    """GPUs whose last reading is older than `late_after_s` but not yet stale: a policy should
+    not give watts back on their account. None: none are late."""
     throughput_bound: BoolArray | None = None
     """GPUs whose work loses throughput when slowed (training, batch jobs); request-driven
     inference below saturation loses only latency. None: all are."""
+
+    @property
+    def any_late(self) -> bool:
+        """Whether some GPU's reading is late."""
+        return self.late is not None and bool(self.late.any())
 
     def shed_groups(self) -> list[BoolArray]:
         """GPU groups in the order they give watts: low-priority latency-tolerant work,

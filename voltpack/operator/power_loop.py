@@ -1,0 +1,390 @@
+"""The operator's power loop: keep every PowerBudget under its budget through GPUNode specs.
+
+Run by the leader every control interval. Each tick reads the caches (nodes and their labels,
+GPUNodes, pods, PowerBudgets), turns them into the power mechanism's inputs (a domain tree,
+the GPUs to control, per-GPU telemetry), steps the `PowerController` with the clock, and writes
+back: each GPUNode's `spec.gpus` (only when it changes), each PowerBudget's status, and Events.
+
+Level-triggered: the controller is rebuilt only when the domains, the budgets or the GPU set
+change, carrying over each GPU's commanded rung; a new leader starts from the settings the
+GPUNode specs hold. A malformed PowerBudget becomes a Warning Event and a `BudgetRespected`
+condition of `Unknown`/`Invalid`; it never stops the loop, and the other domains stay
+controlled. API failures are logged and retried at the next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from kubernetes.client import CoreV1Api, CustomObjectsApi
+
+from voltpack.model.errors import VoltpackError
+from voltpack.model.resources import API_GROUP, API_VERSION
+from voltpack.operator.binder import record_event
+from voltpack.operator.cache import ResourceCache
+from voltpack.operator.kube import api_message, call_json
+from voltpack.operator.power_metrics import PowerFigures
+from voltpack.operator.power_objects import (
+    VOLTPACK_API_VERSION,
+    Domains,
+    action_of,
+    budget_condition,
+    catalog_model,
+    devices_of,
+    epoch_s,
+    high_priority_gpus,
+    invalid_status,
+    resolve_domains,
+    rfc3339,
+    rung_of,
+    spec_gpus,
+    status_of,
+    with_transition,
+)
+from voltpack.perf.gpu_power import power_model_for
+from voltpack.policies.power.ladder import ActionLadder, GpuSetting
+from voltpack.policies.schema import PowerSpec
+from voltpack.power.controller import DomainReport, PowerController, PowerDecision, Telemetry
+from voltpack.power.domains import PowerDomainTree
+from voltpack.power.setup import GpuLocation, build_controller, ladder_for
+
+log = logging.getLogger(__name__)
+
+
+# -- the loop --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PowerCaches:
+    """The operator's caches the power loop reads."""
+
+    nodes: ResourceCache
+    pods: ResourceCache
+    gpunodes: ResourceCache
+    budgets: ResourceCache
+
+    def synced(self) -> bool:
+        """Whether every cache has completed its first list (CRDs installed)."""
+        return all(c.wait_synced(0) for c in (self.nodes, self.pods, self.gpunodes, self.budgets))
+
+
+class PowerLoop:
+    """Steps a `PowerController` over the cluster's power domains, one tick per interval."""
+
+    def __init__(
+        self,
+        core: CoreV1Api,
+        custom: CustomObjectsApi,
+        spec: PowerSpec,
+        caches: PowerCaches,
+        clock: Callable[[], float] = time.time,
+        interval_s: float | None = None,
+    ) -> None:
+        self.core = core
+        self.custom = custom
+        self.interval_s = interval_s or spec.interval_s
+        self.spec = spec.model_copy(update={"interval_s": self.interval_s})
+        self.caches = caches
+        self.clock = clock
+        self.controller: PowerController | None = None
+        self.figures = PowerFigures()
+        self._key: object = None
+        self._tree: PowerDomainTree | None = None
+        self._commanded: dict[tuple[str, int], GpuSetting] = {}
+        self._ladders: dict[str, ActionLadder | str] = {}
+        self._reported: dict[str, str] = {}  # problems already told, by object name
+        self._actions: Counter[tuple[str, str]] = Counter()
+
+    def run(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
+        """Tick every interval while `is_leader()`, until `stop` is set."""
+        while not stop.is_set():
+            started = time.monotonic()
+            if is_leader():
+                self.tick_safely()
+            stop.wait(max(self.interval_s - (time.monotonic() - started), 0.0))
+
+    def tick_safely(self) -> PowerDecision | None:
+        """`tick`, logging (never raising) an unexpected error; retried next interval."""
+        try:
+            return self.tick()
+        except Exception:  # a tick must never take the operator down
+            figures = self.figures
+            self.figures = PowerFigures(
+                figures.domains, figures.invalid_domains, figures.actions_total,
+                figures.ticks, figures.failed_ticks + 1,
+            )  # fmt: skip
+            log.exception("power tick failed; retrying next interval")
+            return None
+
+    def tick(self) -> PowerDecision | None:
+        """One control tick; None when there is nothing to control yet."""
+        if not self.caches.synced():
+            return None
+        nodes = self.caches.nodes.items()
+        node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+        budgets = {b["metadata"]["name"]: b for b in self.caches.budgets.items()}
+        gpunodes = {g["metadata"]["name"]: g for g in self.caches.gpunodes.items()}
+        domains = resolve_domains(self.spec, list(budgets.values()), node_labels)
+        self._report_invalid(domains, budgets)
+        gpus = self._gpus(domains, gpunodes, node_labels)
+        self._ensure_controller(domains, gpus, gpunodes)
+        decision = None
+        if self.controller is not None and self._tree is not None:
+            telemetry = self._telemetry(gpunodes)
+            decision = self.controller.step(self.clock(), telemetry)
+            self._write_settings(decision, gpunodes)
+            self._write_statuses(decision.domains, domains)
+            for event in decision.events:
+                budget = domains.budgets.get(event.domain)
+                if budget is not None:
+                    self._event(budget, "PowerBudget", event.reason, event.message, event.warning)
+                else:
+                    log.info("domain %s: %s: %s", event.domain, event.reason, event.message)
+        else:
+            self._release_unmanaged(gpunodes, set())
+        figures = self.figures
+        self.figures = PowerFigures(
+            decision.domains if decision is not None else (),
+            tuple(sorted(domains.invalid)),
+            dict(self._actions),
+            figures.ticks + 1,
+            figures.failed_ticks,
+        )
+        return decision
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def _ladder(self, model: str) -> ActionLadder | str:
+        """The model's ladder, or why it has none (cached per model)."""
+        if model not in self._ladders:
+            try:
+                self._ladders[model] = ladder_for(model, self.spec)
+            except VoltpackError as exc:
+                self._ladders[model] = str(exc)
+        return self._ladders[model]
+
+    def _gpus(
+        self,
+        domains: Domains,
+        gpunodes: Mapping[str, dict[str, Any]],
+        node_labels: Mapping[str, Mapping[str, str]],
+    ) -> list[GpuLocation]:
+        """Every GPU a GPUNode reports on a node of some domain, whose model has a ladder.
+
+        A GPU without one is left alone, with a Warning Event on its innermost PowerBudget.
+        """
+        tree = domains.tree
+        members = sorted(set().union(*(d.nodes for d in tree.domains)))
+        gpus = []
+        for node in members:
+            for index, device in sorted(devices_of(gpunodes.get(node)).items()):
+                model = catalog_model(device.get("model"), node_labels.get(node, {}))
+                ladder = (
+                    self._ladder(model) if model else f"unknown GPU model {device.get('model')}"
+                )
+                if isinstance(ladder, str):
+                    problem = f"GPU {node}/{index} is neither controlled nor counted: {ladder}"
+                    budget = domains.budgets.get(tree.domains_of_node(node)[0].name)
+                    if self._tell_once(f"gpu/{node}/{index}", problem) and budget is not None:
+                        self._event(budget, "PowerBudget", "GpuNotControlled", problem, True)
+                    continue
+                gpus.append(GpuLocation(node, index, ladder.sku))
+        return gpus
+
+    def _tell_once(self, key: str, message: str) -> bool:
+        """Log `message` unless it was the last one told for `key`; whether it is new."""
+        if self._reported.get(key) == message:
+            return False
+        self._reported[key] = message
+        log.warning("%s", message)
+        return True
+
+    def _ensure_controller(
+        self, domains: Domains, gpus: list[GpuLocation], gpunodes: Mapping[str, dict[str, Any]]
+    ) -> None:
+        """Rebuild the controller when domains, budgets or GPUs changed; keep rungs by GPU."""
+        key = (
+            tuple(domains.tree.domains),
+            tuple(gpus),
+            tuple(sorted(domains.node_overhead_w.items())),
+        )
+        if key == self._key:
+            return
+        if not domains.tree.domains:
+            self.controller, self._tree, self._key = None, None, key
+            return
+        old = {(g.node, g.index): int(r) for g, r in self._slots_and_rungs()}
+        controller = build_controller(self.spec, domains.tree, gpus, domains.node_overhead_w)
+        rung = np.zeros(len(controller.gpus), dtype=np.int64)
+        for i, slot in enumerate(controller.gpus):
+            carried = old.get((slot.node, slot.index))
+            if carried is None:  # a new leader: start from what the spec commands
+                wanted = {int(e["index"]): e for e in spec_gpus(gpunodes.get(slot.node, {}))}
+                carried = max(rung_of(slot.ladder, wanted.get(slot.index, {})), 0)
+            rung[i] = carried
+        controller.rung = rung
+        self._commanded = {
+            (s.node, s.index): s.ladder.settings[r]
+            for s, r in zip(controller.gpus, rung, strict=True)
+        }
+        self.controller, self._tree, self._key = controller, domains.tree, key
+        log.info(
+            "power controller built: %d domains, %d GPUs", len(domains.tree.domains), len(gpus)
+        )
+
+    def _slots_and_rungs(self) -> list[tuple[Any, int]]:
+        if self.controller is None:
+            return []
+        return list(zip(self.controller.gpus, self.controller.rung, strict=True))
+
+    def _telemetry(self, gpunodes: Mapping[str, dict[str, Any]]) -> Telemetry:
+        """Per-GPU arrays in the controller's order from GPUNode status and pods."""
+        assert self.controller is not None
+        slots = self.controller.gpus
+        indices, whole = high_priority_gpus(self.caches.pods.items(), self.spec.high_priority_min)
+        power_w = np.full(len(slots), np.nan)
+        read_at_s = np.full(len(slots), np.nan)
+        high = np.zeros(len(slots), dtype=np.bool_)
+        applied = np.full(len(slots), -1, dtype=np.int64)
+        devices = {node: devices_of(gpunodes.get(node)) for node in {s.node for s in slots}}
+        for i, slot in enumerate(slots):
+            gpunode = gpunodes.get(slot.node) or {}
+            device = devices[slot.node].get(slot.index)
+            high[i] = slot.node in whole or slot.index in indices.get(slot.node, set())
+            if device is None:
+                continue
+            if device.get("powerDrawW") is not None:
+                power_w[i] = float(device["powerDrawW"])
+            read_at_s[i] = epoch_s((gpunode.get("status") or {}).get("lastHeartbeatTime"))
+            applied[i] = rung_of(slot.ladder, device)
+        return Telemetry(power_w, read_at_s, high, applied)
+
+    # -- outputs -----------------------------------------------------------------------------
+
+    def _entry(self, index: int, setting: GpuSetting, model: str) -> dict[str, Any] | None:
+        if setting.power_limit_w is not None:
+            return {"index": index, "powerLimitW": setting.power_limit_w}
+        if setting.locked_clock_mhz is not None:
+            min_mhz = min(int(power_model_for(model).min_clock_mhz), setting.locked_clock_mhz)
+            clocks = {"minMhz": min_mhz, "maxMhz": setting.locked_clock_mhz}
+            return {"index": index, "lockedClocks": clocks}
+        return None
+
+    def _write_settings(
+        self, decision: PowerDecision, gpunodes: Mapping[str, dict[str, Any]]
+    ) -> None:
+        """Each managed GPUNode's `spec.gpus`, when it differs; Events and action counts."""
+        assert self.controller is not None and self._tree is not None
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        changed: dict[str, list[tuple[int, GpuSetting, GpuSetting]]] = {}
+        for slot, setting in zip(self.controller.gpus, decision.settings, strict=True):
+            entries = wanted.setdefault(slot.node, [])
+            entry = self._entry(slot.index, setting, slot.ladder.sku)
+            if entry is not None:
+                entries.append(entry)
+            before = self._commanded.get((slot.node, slot.index), GpuSetting())
+            if before != setting:
+                changed.setdefault(slot.node, []).append((slot.index, before, setting))
+                innermost = self._tree.domains_of_node(slot.node)[0].name
+                self._actions[(innermost, action_of(setting))] += 1
+            self._commanded[(slot.node, slot.index)] = setting
+        for node, entries in wanted.items():
+            gpunode = gpunodes.get(node)
+            if gpunode is not None and spec_gpus(gpunode) != entries:
+                self._patch_spec(gpunode, entries, changed.get(node, []))
+        self._release_unmanaged(gpunodes, set(wanted))
+
+    def _release_unmanaged(self, gpunodes: Mapping[str, dict[str, Any]], managed: set[str]) -> None:
+        """GPUNodes in no domain keep no power settings (the power loop owns `spec.gpus`)."""
+        for name, gpunode in gpunodes.items():
+            if name not in managed and spec_gpus(gpunode):
+                released = [
+                    (int(e["index"]), GpuSetting(), GpuSetting()) for e in spec_gpus(gpunode)
+                ]
+                self._patch_spec(gpunode, [], released, note="the node is in no power domain")
+
+    def _patch_spec(
+        self,
+        gpunode: dict[str, Any],
+        entries: list[dict[str, Any]],
+        changed: list[tuple[int, GpuSetting, GpuSetting]],
+        note: str = "",
+    ) -> None:
+        name = gpunode["metadata"]["name"]
+        try:
+            updated = call_json(
+                self.custom.patch_cluster_custom_object,
+                API_GROUP, API_VERSION, "gpunodes", name, {"spec": {"gpus": entries}},
+            )  # fmt: skip
+        except Exception as error:
+            log.warning("GPUNode %s: spec not written (retrying): %s", name, api_message(error))
+            return
+        if updated:
+            self.caches.gpunodes.assume(updated)
+        groups: dict[str, list[str]] = {}
+        for index, before, after in changed:
+            what = after.describe() + (f" (was {before.describe()})" if before != after else "")
+            groups.setdefault(what, []).append(str(index))
+        parts = [f"GPU {', '.join(indices)}: {what}" for what, indices in groups.items()]
+        message = (
+            f"{name}: "
+            + ("; ".join(parts) or "settings re-applied")
+            + (f"; {note}" if note else "")
+        )
+        self._event(gpunode, "GPUNode", "PowerSettingsChanged", message, warning=False)
+
+    def _write_statuses(self, reports: Sequence[DomainReport], domains: Domains) -> None:
+        for report in reports:
+            budget = domains.budgets.get(report.name)
+            if budget is None:
+                continue
+            status = status_of(report)
+            self._write_status(budget, status, budget_condition(report))
+
+    def _report_invalid(self, domains: Domains, budgets: Mapping[str, dict[str, Any]]) -> None:
+        """A Warning Event (once per problem) and an `Invalid` condition per unusable budget."""
+        for name in list(self._reported):
+            if name.startswith("budget/") and name[7:] not in domains.invalid:
+                del self._reported[name]  # fixed: tell again if it breaks again
+        for name, problem in domains.invalid.items():
+            budget = budgets[name]
+            if self._tell_once(f"budget/{name}", problem):
+                self._event(budget, "PowerBudget", "InvalidPowerBudget", problem, warning=True)
+            condition = {"status": "Unknown", "reason": "Invalid", "message": problem}
+            self._write_status(budget, invalid_status(), condition)
+
+    def _write_status(
+        self, budget: dict[str, Any], status: dict[str, Any], condition: dict[str, str]
+    ) -> None:
+        previous = budget.get("status") or {}
+        now = rfc3339(self.clock())
+        status = {**status, "conditions": [with_transition(condition, previous, now)]}
+        current = {key: previous.get(key) for key in status}
+        if current == status:
+            return
+        name = budget["metadata"]["name"]
+        try:
+            updated = call_json(
+                self.custom.patch_cluster_custom_object_status,
+                API_GROUP, API_VERSION, "powerbudgets", name, {"status": status},
+            )  # fmt: skip
+        except Exception as error:
+            log.warning(
+                "PowerBudget %s: status not written (retrying): %s", name, api_message(error)
+            )
+            return
+        if updated:
+            self.caches.budgets.assume(updated)
+
+    def _event(
+        self, obj: dict[str, Any], kind: str, reason: str, message: str, warning: bool
+    ) -> None:
+        involved = {"apiVersion": VOLTPACK_API_VERSION, "kind": kind, "metadata": obj["metadata"]}
+        record_event(self.core, involved, reason, message, "Warning" if warning else "Normal")
