@@ -167,3 +167,21 @@ def test_latency_tolerant_low_priority_gives_watts_before_training() -> None:
     assert decision.rung[2:4].max() > 0
     assert decision.rung[4:].tolist() == [0, 0, 0, 0]
     assert decision.rung[:2].tolist() == [0, 0]
+
+
+def test_a_rebuilt_controller_keeps_rungs_stage_and_brake_by_name() -> None:
+    old = controller(budget_w=3000)
+    high = [True] * 4 + [False] * 4
+    old.step(0.0, telemetry([400] * 8, 0.0, high))  # brake
+    new = controller(budget_w=3000, gpus=12)  # a node joined
+    new.adopt(old)
+    assert new.rung[:8].tolist() == old.rung.tolist() and new.rung[8:].tolist() == [0] * 4
+    decision = new.step(1.0, telemetry([100] * 12, 1.0, high + [False] * 4))
+    assert decision.domains[0].braking  # still held: brake_hold_s has not passed
+    assert not any(e.reason == "PowerLevelChanged" for e in decision.events)
+
+
+def test_a_new_controller_reports_its_first_level_without_an_event() -> None:
+    c = controller(budget_w=4000, policy="thresholds")
+    first = c.step(0.0, telemetry([100] * 8, 0.0, [True] * 8))
+    assert first.domains[0].level == "stage-0" and first.events == ()

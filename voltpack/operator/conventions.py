@@ -18,3 +18,9 @@ GPU_INDICES_ANNOTATION = "voltpack.io/gpu-indices"
 """Written by voltpack before binding: the GPU indices the pod was given, e.g. `0,3`."""
 DURATION_ANNOTATION = "voltpack.io/duration-seconds"
 """Trace replay: how long the emulator lets the pod run."""
+
+WORKLOAD_ANNOTATION = "voltpack.io/workload"
+"""What a pod's GPUs do, for the power manager: `inference` (request-driven: slowing it costs
+latency, not throughput) or `training`/`batch` (slowing it costs throughput). Without it, pods
+of a ReplicaSet or StatefulSet count as inference and all others as throughput-bound."""
+REQUEST_DRIVEN_OWNERS = ("ReplicaSet", "StatefulSet")

@@ -39,8 +39,10 @@ from voltpack.operator.power_objects import (
     catalog_model,
     devices_of,
     epoch_s,
+    gpus_running,
     high_priority_gpus,
     invalid_status,
+    is_throughput_bound,
     resolve_domains,
     rfc3339,
     rung_of,
@@ -224,12 +226,13 @@ class PowerLoop:
         controller = build_controller(self.spec, domains.tree, gpus, domains.node_overhead_w)
         rung = np.zeros(len(controller.gpus), dtype=np.int64)
         for i, slot in enumerate(controller.gpus):
-            carried = old.get((slot.node, slot.index))
-            if carried is None:  # a new leader: start from what the spec commands
+            if (slot.node, slot.index) not in old:  # a new leader: start from the spec
                 wanted = {int(e["index"]): e for e in spec_gpus(gpunodes.get(slot.node, {}))}
-                carried = max(rung_of(slot.ladder, wanted.get(slot.index, {})), 0)
-            rung[i] = carried
+                rung[i] = max(rung_of(slot.ladder, wanted.get(slot.index, {})), 0)
         controller.rung = rung
+        if self.controller is not None:  # keep rungs, histories, stages and brakes
+            controller.adopt(self.controller)
+        rung = controller.rung
         self._commanded = {
             (s.node, s.index): s.ladder.settings[r]
             for s, r in zip(controller.gpus, rung, strict=True)
@@ -248,23 +251,29 @@ class PowerLoop:
         """Per-GPU arrays in the controller's order from GPUNode status and pods."""
         assert self.controller is not None
         slots = self.controller.gpus
-        indices, whole = high_priority_gpus(self.caches.pods.items(), self.spec.high_priority_min)
+        pods = self.caches.pods.items()
+        indices, whole = high_priority_gpus(pods, self.spec.high_priority_min)
+        busy_indices, busy_whole = gpus_running(pods, is_throughput_bound)
         power_w = np.full(len(slots), np.nan)
         read_at_s = np.full(len(slots), np.nan)
         high = np.zeros(len(slots), dtype=np.bool_)
+        throughput_bound = np.zeros(len(slots), dtype=np.bool_)
         applied = np.full(len(slots), -1, dtype=np.int64)
         devices = {node: devices_of(gpunodes.get(node)) for node in {s.node for s in slots}}
         for i, slot in enumerate(slots):
             gpunode = gpunodes.get(slot.node) or {}
             device = devices[slot.node].get(slot.index)
             high[i] = slot.node in whole or slot.index in indices.get(slot.node, set())
+            throughput_bound[i] = slot.node in busy_whole or slot.index in busy_indices.get(
+                slot.node, set()
+            )
             if device is None:
                 continue
             if device.get("powerDrawW") is not None:
                 power_w[i] = float(device["powerDrawW"])
             read_at_s[i] = epoch_s((gpunode.get("status") or {}).get("lastHeartbeatTime"))
             applied[i] = rung_of(slot.ladder, device)
-        return Telemetry(power_w, read_at_s, high, applied)
+        return Telemetry(power_w, read_at_s, high, applied, throughput_bound)
 
     # -- outputs -----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ status. No API calls: the power loop (power_loop.py) reads the caches and writes
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +18,11 @@ from pydantic import ValidationError
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuNodeSpec, PowerBudgetSpec
-from voltpack.operator.conventions import GPU_MODEL_LABELS
+from voltpack.operator.conventions import (
+    GPU_MODEL_LABELS,
+    REQUEST_DRIVEN_OWNERS,
+    WORKLOAD_ANNOTATION,
+)
 from voltpack.operator.translate import gpu_indices, pod_from_k8s
 from voltpack.policies.power.ladder import ActionLadder, GpuSetting
 from voltpack.policies.schema import PowerSpec
@@ -183,10 +187,11 @@ def rung_of(ladder: ActionLadder, setting: Mapping[str, Any]) -> int:
     return 0
 
 
-def high_priority_gpus(
-    pods: Sequence[dict[str, Any]], min_priority: int
+def gpus_running(
+    pods: Sequence[dict[str, Any]], wanted: Callable[[dict[str, Any]], bool]
 ) -> tuple[dict[str, set[int]], set[str]]:
-    """GPUs running high-priority pods: indices by node, and nodes where all GPUs count.
+    """GPUs running pods for which `wanted(pod)` holds: indices by node, and nodes where all
+    GPUs count.
 
     A GPU pod without the GPU-indices annotation counts for every GPU of its node; a pod that
     asks for no GPU counts for none.
@@ -198,7 +203,7 @@ def high_priority_gpus(
         node = spec.get("nodeName")
         if not node or (pod.get("status") or {}).get("phase") in ENDED_PHASES:
             continue
-        if int(spec.get("priority") or 0) < min_priority:
+        if not wanted(pod):
             continue
         given = gpu_indices(pod)
         if given is not None:
@@ -211,6 +216,24 @@ def high_priority_gpus(
         if uses_gpus:
             whole.add(node)
     return indices, whole
+
+
+def high_priority_gpus(
+    pods: Sequence[dict[str, Any]], min_priority: int
+) -> tuple[dict[str, set[int]], set[str]]:
+    """GPUs running pods whose priority is at least `min_priority`."""
+    return gpus_running(pods, lambda pod: int((pod.get("spec") or {}).get("priority") or 0)
+                        >= min_priority)  # fmt: skip
+
+
+def is_throughput_bound(pod: dict[str, Any]) -> bool:
+    """Whether slowing the pod's GPUs costs throughput (training, batch) rather than latency."""
+    meta = pod.get("metadata") or {}
+    declared = (meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+    if declared is not None:
+        return str(declared).strip().lower() != "inference"
+    owners = meta.get("ownerReferences") or []
+    return not any(owner.get("kind") in REQUEST_DRIVEN_OWNERS for owner in owners)
 
 
 def epoch_s(text: str | None) -> float:

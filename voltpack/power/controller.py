@@ -11,8 +11,9 @@ decisions. Mechanism, whatever the policy:
   fresh GPUs are stepped up (low priority first) until it does not. All of this happens on the
   first tick after the reading turns stale: within `stale_after_s + interval_s` of the last
   reading. A `TelemetryStale` event and the report's `stale_gpus` say so.
-- **Emergency brake.** When the domain's accounted power (fresh readings, stale GPUs at their
-  worst case) reaches its budget, every GPU in it goes
+- **Emergency brake.** When the domain's measured power (fresh readings, stale GPUs at their
+  last reading) reaches its budget, or when the worst case of its stale GPUs cannot be made to
+  fit even with every fresh GPU stepped up, every GPU in it goes
   to its cap floor (the software analogue of a rack power brake) until power falls below
   `brake_release_fraction` of the budget and `brake_hold_s` has passed. Policies are judged by
   never needing it; the controller never relies on breaker tolerance.
@@ -123,7 +124,7 @@ class _DomainState:
     overhead_w: float
     history_w: list[float] = field(default_factory=list)
     memory: Any = None
-    level: str = "normal"
+    level: str | None = None
     braking_since_s: float | None = None
     stale: frozenset[int] = frozenset()
 
@@ -154,6 +155,26 @@ class PowerController:
             self._domains[domain.name] = _DomainState(members, extra)
         self._history_len = max(2, int(self.settings.history_s / self.settings.interval_s))
 
+    def adopt(self, previous: PowerController) -> None:
+        """Carry over what `previous` knew (after the GPUs or domains changed): each GPU's
+        commanded rung by (node, index), and each domain's history, policy memory, level,
+        brake and stale set by domain name."""
+        position = {(gpu.node, gpu.index): i for i, gpu in enumerate(self.gpus)}
+        for old_index, gpu in enumerate(previous.gpus):
+            new_index = position.get((gpu.node, gpu.index))
+            if new_index is not None:
+                self.rung[new_index] = min(previous.rung[old_index], self.ladders.top[new_index])
+        for name, state in self._domains.items():
+            old = previous._domains.get(name)
+            if old is None:
+                continue
+            state.history_w = list(old.history_w)
+            state.memory, state.level, state.braking_since_s = (
+                old.memory, old.level, old.braking_since_s,
+            )  # fmt: skip
+            keys = [(previous.gpus[i].node, previous.gpus[i].index) for i in old.stale]
+            state.stale = frozenset(position[k] for k in keys if k in position)
+
     def step(self, now_s: float, telemetry: Telemetry) -> PowerDecision:
         """One control tick at time `now_s`."""
         age_s = now_s - telemetry.read_at_s
@@ -171,8 +192,8 @@ class PowerController:
         for domain in self.tree.domains:
             state = self._domains[domain.name]
             rung, report = self._step_domain(
-                domain.name, domain.budget_w, state, now_s, telemetry, stale, late, accounted_w,
-                loosest, events,
+                domain.name, domain.budget_w, state, now_s, telemetry, stale, late, reading_w,
+                accounted_w, loosest, events,
             )  # fmt: skip
             wanted[state.members] = np.maximum(wanted[state.members], rung)
             reports.append(report)
@@ -188,6 +209,7 @@ class PowerController:
         telemetry: Telemetry,
         stale: BoolArray,
         late: BoolArray,
+        reading_w: FloatArray,
         accounted_w: FloatArray,
         loosest: IntArray,
         events: list[PowerEvent],
@@ -213,7 +235,8 @@ class PowerController:
                 None if telemetry.throughput_bound is None else telemetry.throughput_bound[members]
             ),
         )
-        self._update_brake(name, budget_w, state, now_s, power_w, events)
+        measured_w = float(reading_w[members].sum()) + state.overhead_w
+        self._update_brake(name, budget_w, state, now_s, measured_w, power_w, events)
         if state.braking_since_s is not None:
             rung: IntArray = view.ladders.top.copy()
             level = "brake"
@@ -228,8 +251,21 @@ class PowerController:
             stale_mask = view.stale
             rung = np.where(stale_mask & ~view.high_priority, view.ladders.top, rung)
             rung, worst_w = self._fit_worst_case(view, rung, loosest[members], state, budget_w)
+            if worst_w > budget_w and state.braking_since_s is None:
+                state.braking_since_s = now_s
+                level = "brake"
+                rung = view.ladders.top.copy()
+                events.append(
+                    PowerEvent(
+                        name,
+                        "EmergencyBrake",
+                        f"worst case {worst_w:.0f} W with {len(stale_now)} GPUs without "
+                        f"telemetry exceeds the budget {budget_w:.0f} W: every GPU capped",
+                        warning=True,
+                    )
+                )
         self._stale_events(name, state, stale_now, events)
-        if level != state.level:
+        if state.level is not None and level != state.level:
             events.append(
                 PowerEvent(
                     name,
@@ -238,7 +274,7 @@ class PowerController:
                     warning=level == "brake",
                 )
             )
-            state.level = level
+        state.level = level
         top = view.ladders.top
         slowed = rung > 0
         report = DomainReport(
@@ -261,28 +297,31 @@ class PowerController:
         budget_w: float,
         state: _DomainState,
         now_s: float,
-        power_w: float,
+        measured_w: float,
+        accounted_w: float,
         events: list[PowerEvent],
     ) -> None:
-        if state.braking_since_s is None and power_w >= budget_w:
+        """Brake when measured power reaches the budget; release once even the worst case
+        (stale GPUs at their worst) is below the release level and the hold has passed."""
+        if state.braking_since_s is None and measured_w >= budget_w:
             state.braking_since_s = now_s
             events.append(
                 PowerEvent(
                     name,
                     "EmergencyBrake",
-                    f"power {power_w:.0f} W reached the budget {budget_w:.0f} W: "
+                    f"power {measured_w:.0f} W reached the budget {budget_w:.0f} W: "
                     "every GPU capped at its floor",
                     warning=True,
                 )
             )
         elif (
             state.braking_since_s is not None
-            and power_w < self.settings.brake_release_fraction * budget_w
+            and accounted_w < self.settings.brake_release_fraction * budget_w
             and now_s - state.braking_since_s >= self.settings.brake_hold_s
         ):
             state.braking_since_s = None
             events.append(
-                PowerEvent(name, "BrakeReleased", f"power {power_w:.0f} W, brake released")
+                PowerEvent(name, "BrakeReleased", f"power {accounted_w:.0f} W, brake released")
             )
 
     def _fit_worst_case(
