@@ -407,3 +407,40 @@ def test_a_budget_with_an_unknown_parent_is_reported_and_the_loop_goes_on(rig: R
         what="the repaired budget to be respected",
     )
     assert len(rig.events("InvalidPowerBudget", "PowerBudget")) == 1
+
+
+def test_placement_never_pushes_a_domain_over_its_budget(rig: Rig) -> None:
+    # (e) the other node joins a rack whose budget cannot take one more busy H100
+    rig.core.patch_node(OTHER_NODE, {"metadata": {"labels": {RACK_LABEL: "r2"}}})
+    tight = power_budget("rack-r2", 500)
+    tight["spec"]["nodeSelector"]["matchLabels"][RACK_LABEL] = "r2"
+    rig.custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", tight)
+    wait_for(
+        lambda: rig.budget_status("rack-r2").get("powerW") == 0,
+        timeout_s=WAIT_S,
+        what="the power loop to account rack-r2",
+    )
+    rig.core.create_namespaced_pod("default", pod_manifest("late", gpus=1))
+    event = wait_for(
+        lambda: next(
+            (
+                e
+                for e in rig.core.list_namespaced_event("default").items
+                if e.involved_object.name == "late" and "power domain" in (e.message or "")
+            ),
+            None,
+        ),
+        timeout_s=WAIT_S,
+        what="a FailedScheduling event naming the power domain",
+    )
+    assert event.type == "Warning"
+    assert rig.core.read_namespaced_pod("late", "default").spec.node_name is None
+    # more budget: the pod is placed there
+    rig.custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "powerbudgets", "rack-r2", {"spec": {"budgetW": 5000}}
+    )
+    wait_for(
+        lambda: rig.core.read_namespaced_pod("late", "default").spec.node_name == OTHER_NODE,
+        timeout_s=WAIT_S,
+        what="the pod to be bound once the budget allows it",
+    )

@@ -26,7 +26,9 @@ import numpy as np
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from voltpack.model.errors import VoltpackError
+from voltpack.model.power_headroom import PowerHeadroom
 from voltpack.model.resources import API_GROUP, API_VERSION
+from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.operator.binder import record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.kube import api_message, call_json
@@ -55,6 +57,7 @@ from voltpack.policies.power.ladder import ActionLadder, GpuSetting
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import DomainReport, PowerController, PowerDecision, Telemetry
 from voltpack.power.domains import PowerDomainTree
+from voltpack.power.placement import power_headroom
 from voltpack.power.setup import GpuLocation, build_controller, ladder_for
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,7 @@ class PowerLoop:
         self.figures = PowerFigures()
         self._key: object = None
         self._tree: PowerDomainTree | None = None
+        self.last_decision: PowerDecision | None = None
         self._commanded: dict[tuple[str, int], GpuSetting] = {}
         self._ladders: dict[str, ActionLadder | str] = {}
         self._reported: dict[str, str] = {}  # problems already told, by object name
@@ -125,6 +129,19 @@ class PowerLoop:
             log.exception("power tick failed; retrying next interval")
             return None
 
+    def headroom(self, snapshot: ClusterSnapshot) -> PowerHeadroom | None:
+        """Each domain's headroom for the scheduler (budget minus the larger of measured and
+        worst-case power at the last tick); None before the first tick or without domains."""
+        tree, decision = self._tree, self.last_decision
+        if tree is None or decision is None:
+            return None
+        peaks = {r.name: max(r.power_w, r.worst_case_w) for r in decision.domains}
+        models = [
+            snapshot.gpu_models[m] if m != NO_GPU_MODEL else None
+            for m in snapshot.node_gpu_model.tolist()
+        ]
+        return power_headroom(tree, peaks, snapshot.node_names, models, self.spec.high_priority_min)
+
     def tick(self) -> PowerDecision | None:
         """One control tick; None when there is nothing to control yet."""
         if not self.caches.synced():
@@ -141,6 +158,7 @@ class PowerLoop:
         if self.controller is not None and self._tree is not None:
             telemetry = self._telemetry(gpunodes)
             decision = self.controller.step(self.clock(), telemetry)
+            self.last_decision = decision
             self._write_settings(decision, gpunodes)
             self._write_statuses(decision.domains, domains)
             for event in decision.events:

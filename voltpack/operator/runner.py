@@ -193,6 +193,8 @@ class Operator:
         nodes = self.nodes.items()
         pods = self.pods.items()
         snapshot = build_snapshot(nodes, pods)
+        if self.power_loop is not None:
+            snapshot.power = self.power_loop.headroom(snapshot)
         if snapshot.node_names != self._node_names or self._scheduler is None:
             rank_rng = np.random.default_rng(self.config.seed)
             self._scheduler = Scheduler.with_random_ranks(
