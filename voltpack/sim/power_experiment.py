@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from voltpack.policies.schema import PowerSpec
+from voltpack.power.breaker import BreakerCurve
 from voltpack.sim.power_row import RowRun, RowScenario, build_workload, run_row
 from voltpack.sim.traces.azure_llm import LlmRequests
 
@@ -49,6 +50,8 @@ class RowOutcome:
     longest_excursion_s: int
     allowed_excursion_s: int
     seconds_over_budget: int
+    breaker_tripped: bool
+    """Whether the row's power would have tripped a UL 489-style breaker (`BreakerCurve`)."""
     peak_share_of_budget: float
     energy_kwh: float
     ok: bool
@@ -103,8 +106,10 @@ def compare(
         if run.low_latency_s.size
         else 0.0
     )
+    tripped = BreakerCurve().first_trip_s(run.row_power_w, run.budget_w, 1.0) < float("inf")
     ok = (
-        p50 <= limits.p50_increase_pct
+        not tripped
+        and p50 <= limits.p50_increase_pct
         and p99 <= limits.p99_increase_pct
         and loss <= limits.low_priority_loss_pct
         and low_loss <= limits.low_priority_loss_pct
@@ -124,6 +129,7 @@ def compare(
         longest_excursion_s=longest,
         allowed_excursion_s=allowed_s,
         seconds_over_budget=int(over.sum()),
+        breaker_tripped=tripped,
         peak_share_of_budget=float(run.row_power_w.max() / run.budget_w),
         energy_kwh=float(run.row_power_w.sum() / J_PER_KWH),
         ok=ok,
