@@ -29,6 +29,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/packing_openb.py
 	$(BIN)/python benchmarks/operator_throughput.py
 	$(BIN)/python benchmarks/agent_overhead.py
+	$(BIN)/python benchmarks/power_oversubscription.py
+	$(BIN)/python benchmarks/power_oversubscription.py --training-share 0 \
+		--name power_oversubscription_inference_only
 
 crds: $(STAMP)
 	$(BIN)/python -m voltpack.operator.crds helm/voltpack/crds
