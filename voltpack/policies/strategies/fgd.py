@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
+from voltpack.policies.cpu_stranding import CpuPerGpu, stranding_change
 from voltpack.policies.fragmentation_gradient import FragmentationGradient, Gradient
 from voltpack.policies.strategies.least_allocated import free_share_after
 from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy
@@ -47,6 +48,15 @@ class FgdParams(BaseModel):
         description="among tied nodes: rank (a fixed random node order, as in the paper) or "
         "least-allocated (the node with the largest free share of CPU, memory and GPU)",
     )
+    cpu_stranding: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        description="weight of the change in CPU-stranded GPUs (free GPU capacity the node's "
+        "free CPU cannot feed at the typical pods' CPU per GPU; see "
+        "voltpack.policies.cpu_stranding), added to the fragmentation change before the "
+        "sigmoid; 0: off (the paper)",
+    )
 
 
 class FgdStrategy(ScoringStrategy):
@@ -68,6 +78,7 @@ class FgdStrategy(ScoringStrategy):
         self._since_refresh = 0
         self._gradient: FragmentationGradient | None = None
         self._models: tuple[str, ...] | None = None
+        self._cpu_per_gpu: CpuPerGpu | None = None
 
     def prime(self, pods: Sequence[Pod]) -> None:
         """Seed the shapes with a known workload (all of it when the shapes are 'primed')."""
@@ -90,9 +101,9 @@ class FgdStrategy(ScoringStrategy):
     def gradient(self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray) -> Gradient:
         """The fragmentation gradient of placing `pod` on each candidate."""
         if self._gradient is None or self._models != snapshot.gpu_models:
-            self._gradient = FragmentationGradient(
-                self._window.typical(self._config.coverage), snapshot.gpu_models
-            )
+            typical = self._window.typical(self._config.coverage)
+            self._gradient = FragmentationGradient(typical, snapshot.gpu_models)
+            self._cpu_per_gpu = CpuPerGpu.of(typical)
             self._models = snapshot.gpu_models
         return self._gradient.gradient(snapshot, pod, candidates)
 
@@ -100,9 +111,16 @@ class FgdStrategy(ScoringStrategy):
         self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray, rng: np.random.Generator
     ) -> IntArray | FloatArray:
         """sigmoid(fragmentation decrease in GPUs) on `score_levels` levels, scaled to 0..100
-        (50: no change); with the least-allocated tie-break, the node's free share is added
-        below one level. The paper's setting (100 levels, rank) gives integer scores."""
-        decrease_gpus = -self.gradient(snapshot, pod, candidates).delta_milli() / 1000.0
+        (50: no change); with `cpu_stranding`, the weighted change of CPU-stranded GPUs counts
+        as fragmentation; with the least-allocated tie-break, the node's free share is added
+        below one level. With 100 levels and the rank tie-break scores are integers."""
+        change_milli = self.gradient(snapshot, pod, candidates).delta_milli()
+        if self._config.cpu_stranding > 0 and self._cpu_per_gpu is not None:
+            ratio = self._cpu_per_gpu.for_cluster(snapshot)
+            change_milli = change_milli + self._config.cpu_stranding * stranding_change(
+                snapshot, pod, candidates, ratio
+            )
+        decrease_gpus = -change_milli / 1000.0
         levels = self._config.score_levels
         level = np.trunc(levels / (1.0 + np.exp(-decrease_gpus)))
         if levels == MAX_NODE_SCORE and self._config.tie_break == "rank":
