@@ -8,9 +8,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
 from voltpack.policies.cpu_stranding import CpuPerGpu, stranding_change
+from voltpack.policies.fragmentation import TypicalPods
 from voltpack.policies.fragmentation_gradient import FragmentationGradient, Gradient
 from voltpack.policies.strategies.least_allocated import free_share_after
 from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy
@@ -57,6 +59,13 @@ class FgdParams(BaseModel):
         "voltpack.policies.cpu_stranding), added to the fragmentation change before the "
         "sigmoid; 0: off (the paper)",
     )
+    exact_fit_levels: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="score levels added for a GPU share whose GPU it leaves with exactly 0 or "
+        "exactly a typical share's milli-GPU free (a fit for a future pod); 0: off (the paper)",
+    )
 
 
 class FgdStrategy(ScoringStrategy):
@@ -79,6 +88,7 @@ class FgdStrategy(ScoringStrategy):
         self._gradient: FragmentationGradient | None = None
         self._models: tuple[str, ...] | None = None
         self._cpu_per_gpu: CpuPerGpu | None = None
+        self._share_sizes: IntArray = np.zeros(0, dtype=np.int64)
 
     def prime(self, pods: Sequence[Pod]) -> None:
         """Seed the shapes with a known workload (all of it when the shapes are 'primed')."""
@@ -104,6 +114,7 @@ class FgdStrategy(ScoringStrategy):
             typical = self._window.typical(self._config.coverage)
             self._gradient = FragmentationGradient(typical, snapshot.gpu_models)
             self._cpu_per_gpu = CpuPerGpu.of(typical)
+            self._share_sizes = typical_share_sizes(typical)
             self._models = snapshot.gpu_models
         return self._gradient.gradient(snapshot, pod, candidates)
 
@@ -113,8 +124,11 @@ class FgdStrategy(ScoringStrategy):
         """sigmoid(fragmentation decrease in GPUs) on `score_levels` levels, scaled to 0..100
         (50: no change); with `cpu_stranding`, the weighted change of CPU-stranded GPUs counts
         as fragmentation; with the least-allocated tie-break, the node's free share is added
-        below one level. With 100 levels and the rank tie-break scores are integers."""
-        change_milli = self.gradient(snapshot, pod, candidates).delta_milli()
+        below one level; with `exact_fit_levels`, a share that leaves its GPU with an exact fit
+        (see `exact_fits`) gains that many levels (capped at the top level). With 100 levels
+        and the rank tie-break scores are integers."""
+        gradient = self.gradient(snapshot, pod, candidates)
+        change_milli = gradient.delta_milli()
         if self._config.cpu_stranding > 0 and self._cpu_per_gpu is not None:
             ratio = self._cpu_per_gpu.for_cluster(snapshot)
             change_milli = change_milli + self._config.cpu_stranding * stranding_change(
@@ -123,6 +137,9 @@ class FgdStrategy(ScoringStrategy):
         decrease_gpus = -change_milli / 1000.0
         levels = self._config.score_levels
         level = np.trunc(levels / (1.0 + np.exp(-decrease_gpus)))
+        if self._config.exact_fit_levels and pod.is_gpu_sharing:
+            fits = exact_fits(snapshot, pod, candidates, gradient.best_gpu, self._share_sizes)
+            level = np.minimum(level + self._config.exact_fit_levels * fits, levels)
         if levels == MAX_NODE_SCORE and self._config.tie_break == "rank":
             return level.astype(np.int64)
         scores: FloatArray = level * (MAX_NODE_SCORE / levels)
@@ -139,3 +156,24 @@ class FgdStrategy(ScoringStrategy):
             best = self.gradient(snapshot, pod, np.array([node], dtype=np.int64)).best_gpu
             return (int(best[0]),)
         return super().pick_gpus(snapshot, node, pod, rng)
+
+
+def typical_share_sizes(typical: TypicalPods) -> IntArray:
+    """The distinct milli-GPU of the typical shapes that take a share of one GPU."""
+    shares = typical.gpu_milli[(typical.gpu_milli > 0) & (typical.gpu_milli < MILLI_PER_GPU)]
+    sizes: IntArray = np.unique(shares).astype(np.int64)
+    return sizes
+
+
+def exact_fits(
+    snapshot: ClusterSnapshot,
+    pod: Pod,
+    candidates: IntArray,
+    gpus: IntArray,
+    share_sizes: IntArray,
+) -> BoolArray:
+    """Per candidate: the share `pod` would leave GPU `gpus[i]` with exactly nothing or exactly
+    one of `share_sizes` milli-GPU free."""
+    left = snapshot.gpu_free_milli[candidates, gpus] - pod.gpu_milli
+    fits: BoolArray = (left == 0) | np.isin(left, share_sizes)
+    return fits
