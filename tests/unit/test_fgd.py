@@ -15,7 +15,7 @@ from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
 from voltpack.policies.fragmentation_gradient import FragmentationGradient
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import parse_policy
-from voltpack.policies.strategies.fgd import FgdStrategy
+from voltpack.policies.strategies.fgd import FgdStrategy, exact_fits, typical_share_sizes
 from voltpack.policies.strategy import pick_best_fit_gpus
 from voltpack.scheduler.filter import filter_nodes
 
@@ -188,3 +188,44 @@ def test_bad_fgd_params_are_named(params: str, words: list[str]) -> None:
 def test_params_for_a_strategy_without_params_are_refused() -> None:
     with pytest.raises(PolicyError, match=r"spec\.scoring\.params\.alpha"):
         make_strategy("best-fit", {"alpha": 1})
+
+
+def test_exact_fits_and_share_sizes() -> None:
+    typical = TypicalPods.from_pods(WORKLOAD, coverage=1.0)
+    sizes = typical_share_sizes(typical)
+    assert sizes.tolist() == [320, 470, 810]
+    snapshot = snapshot_of(gpu_node("n0", 3, gpu_free=[470, 790, 1000], cpu=64_000))
+    pod = share_pod("x", 470)
+    rows = np.zeros(3, dtype=np.int64)
+    fits = exact_fits(snapshot, pod, rows, np.array([0, 1, 2]), sizes)
+    assert fits.tolist() == [True, True, False]  # leaves 0, 320 (a typical share), 530
+
+
+def test_exact_fit_levels_prefer_the_node_left_with_a_fit() -> None:
+    # n-a: a 790 GPU (470 leaves 320, a typical share); n-b: a 900 GPU (470 leaves 430).
+    snapshot = snapshot_of(
+        gpu_node("n-a", 1, gpu_free=[790], cpu=64_000),
+        gpu_node("n-b", 1, gpu_free=[900], cpu=64_000),
+    )
+    pod = share_pod("x", 470)
+    plain = make_strategy("fgd", {"shapes": "primed"})
+    bonus = make_strategy("fgd", {"shapes": "primed", "exact_fit_levels": 10})
+    for strategy in (plain, bonus):
+        strategy.prime(WORKLOAD)
+    rng = np.random.default_rng(0)
+    base = plain.score(snapshot, pod, np.arange(2), rng)
+    scored = bonus.score(snapshot, pod, np.arange(2), rng)
+    assert scored.tolist() == [min(int(base[0]) + 10, 100), int(base[1])]
+    # whole-GPU and CPU-only pods are scored as without the bonus
+    for other in (whole_pod("w", 1), cpu_pod(cpu=1000)):
+        rows = np.flatnonzero(filter_nodes(snapshot, other).feasible)
+        assert (
+            plain.score(snapshot, other, rows, rng).tolist()
+            == bonus.score(snapshot, other, rows, rng).tolist()
+        )
+
+
+@pytest.mark.parametrize("levels", [-1, 101])
+def test_bad_exact_fit_levels_are_named(levels: int) -> None:
+    with pytest.raises(PolicyError, match=r"spec\.scoring\.params\.exact_fit_levels"):
+        make_strategy("fgd", {"exact_fit_levels": levels})

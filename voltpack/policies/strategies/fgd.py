@@ -8,8 +8,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
+from voltpack.policies.cpu_stranding import CpuPerGpu, stranding_change
+from voltpack.policies.fragmentation import TypicalPods
 from voltpack.policies.fragmentation_gradient import FragmentationGradient, Gradient
 from voltpack.policies.strategies.least_allocated import free_share_after
 from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy
@@ -47,6 +50,22 @@ class FgdParams(BaseModel):
         description="among tied nodes: rank (a fixed random node order, as in the paper) or "
         "least-allocated (the node with the largest free share of CPU, memory and GPU)",
     )
+    cpu_stranding: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        description="weight of the change in CPU-stranded GPUs (free GPU capacity the node's "
+        "free CPU cannot feed at the typical pods' CPU per GPU; see "
+        "voltpack.policies.cpu_stranding), added to the fragmentation change before the "
+        "sigmoid; 0: off (the paper)",
+    )
+    exact_fit_levels: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="score levels added for a GPU share whose GPU it leaves with exactly 0 or "
+        "exactly a typical share's milli-GPU free (a fit for a future pod); 0: off (the paper)",
+    )
 
 
 class FgdStrategy(ScoringStrategy):
@@ -68,6 +87,8 @@ class FgdStrategy(ScoringStrategy):
         self._since_refresh = 0
         self._gradient: FragmentationGradient | None = None
         self._models: tuple[str, ...] | None = None
+        self._cpu_per_gpu: CpuPerGpu | None = None
+        self._share_sizes: IntArray = np.zeros(0, dtype=np.int64)
 
     def prime(self, pods: Sequence[Pod]) -> None:
         """Seed the shapes with a known workload (all of it when the shapes are 'primed')."""
@@ -90,9 +111,10 @@ class FgdStrategy(ScoringStrategy):
     def gradient(self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray) -> Gradient:
         """The fragmentation gradient of placing `pod` on each candidate."""
         if self._gradient is None or self._models != snapshot.gpu_models:
-            self._gradient = FragmentationGradient(
-                self._window.typical(self._config.coverage), snapshot.gpu_models
-            )
+            typical = self._window.typical(self._config.coverage)
+            self._gradient = FragmentationGradient(typical, snapshot.gpu_models)
+            self._cpu_per_gpu = CpuPerGpu.of(typical)
+            self._share_sizes = typical_share_sizes(typical)
             self._models = snapshot.gpu_models
         return self._gradient.gradient(snapshot, pod, candidates)
 
@@ -100,11 +122,24 @@ class FgdStrategy(ScoringStrategy):
         self, snapshot: ClusterSnapshot, pod: Pod, candidates: IntArray, rng: np.random.Generator
     ) -> IntArray | FloatArray:
         """sigmoid(fragmentation decrease in GPUs) on `score_levels` levels, scaled to 0..100
-        (50: no change); with the least-allocated tie-break, the node's free share is added
-        below one level. The paper's setting (100 levels, rank) gives integer scores."""
-        decrease_gpus = -self.gradient(snapshot, pod, candidates).delta_milli() / 1000.0
+        (50: no change); with `cpu_stranding`, the weighted change of CPU-stranded GPUs counts
+        as fragmentation; with the least-allocated tie-break, the node's free share is added
+        below one level; with `exact_fit_levels`, a share that leaves its GPU with an exact fit
+        (see `exact_fits`) gains that many levels (capped at the top level). With 100 levels
+        and the rank tie-break scores are integers."""
+        gradient = self.gradient(snapshot, pod, candidates)
+        change_milli = gradient.delta_milli()
+        if self._config.cpu_stranding > 0 and self._cpu_per_gpu is not None:
+            ratio = self._cpu_per_gpu.for_cluster(snapshot)
+            change_milli = change_milli + self._config.cpu_stranding * stranding_change(
+                snapshot, pod, candidates, ratio
+            )
+        decrease_gpus = -change_milli / 1000.0
         levels = self._config.score_levels
         level = np.trunc(levels / (1.0 + np.exp(-decrease_gpus)))
+        if self._config.exact_fit_levels and pod.is_gpu_sharing:
+            fits = exact_fits(snapshot, pod, candidates, gradient.best_gpu, self._share_sizes)
+            level = np.minimum(level + self._config.exact_fit_levels * fits, levels)
         if levels == MAX_NODE_SCORE and self._config.tie_break == "rank":
             return level.astype(np.int64)
         scores: FloatArray = level * (MAX_NODE_SCORE / levels)
@@ -121,3 +156,24 @@ class FgdStrategy(ScoringStrategy):
             best = self.gradient(snapshot, pod, np.array([node], dtype=np.int64)).best_gpu
             return (int(best[0]),)
         return super().pick_gpus(snapshot, node, pod, rng)
+
+
+def typical_share_sizes(typical: TypicalPods) -> IntArray:
+    """The distinct milli-GPU of the typical shapes that take a share of one GPU."""
+    shares = typical.gpu_milli[(typical.gpu_milli > 0) & (typical.gpu_milli < MILLI_PER_GPU)]
+    sizes: IntArray = np.unique(shares).astype(np.int64)
+    return sizes
+
+
+def exact_fits(
+    snapshot: ClusterSnapshot,
+    pod: Pod,
+    candidates: IntArray,
+    gpus: IntArray,
+    share_sizes: IntArray,
+) -> BoolArray:
+    """Per candidate: the share `pod` would leave GPU `gpus[i]` with exactly nothing or exactly
+    one of `share_sizes` milli-GPU free."""
+    left = snapshot.gpu_free_milli[candidates, gpus] - pod.gpu_milli
+    fits: BoolArray = (left == 0) | np.isin(left, share_sizes)
+    return fits
