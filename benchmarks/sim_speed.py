@@ -25,7 +25,12 @@ from _common import save
 from voltpack.model.cluster import Node
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy, strategy_names
-from voltpack.policies.schema import policy_for_strategy
+from voltpack.policies.schema import (
+    PolicyFile,
+    example_policy_path,
+    load_policy,
+    policy_for_strategy,
+)
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.sim.datasets import OPENB_DEFAULT_PODS, OPENB_NODES, openb_dir
 from voltpack.sim.experiment import run_experiment
@@ -37,12 +42,17 @@ LATENCY_GOAL_MS = 5.0
 REFERENCE_S = 600.0
 
 
-def full_run_seconds(nodes_path: Path, pods_path: Path, strategy: str, seed: int) -> float:
+def policies_to_time() -> dict[str, PolicyFile]:
+    """Every strategy with its defaults, and the shipped default policy file."""
+    chosen = {name: policy_for_strategy(name) for name in strategy_names()}
+    chosen["fgd policy file (shipped default)"] = load_policy(example_policy_path("fgd"))
+    return chosen
+
+
+def full_run_seconds(nodes_path: Path, pods_path: Path, policy: PolicyFile, seed: int) -> float:
     """Wall time of loading the trace and running the whole protocol once."""
     started = time.perf_counter()
-    run_experiment(
-        load_nodes(nodes_path), load_pods(pods_path), policy_for_strategy(strategy), seed
-    )
+    run_experiment(load_nodes(nodes_path), load_pods(pods_path), policy, seed)
     return time.perf_counter() - started
 
 
@@ -65,7 +75,7 @@ def decision_cost_us(nodes: list[Node], pods_path: Path, factor: int, decisions:
 
 
 def decision_latency_ms(
-    nodes: list[Node], pods_path: Path, strategy: str, node_count: int, warm: int, timed: int
+    nodes: list[Node], pods_path: Path, policy: PolicyFile, node_count: int, warm: int, timed: int
 ) -> dict[str, float]:
     """Median and p95 of single decisions on `node_count` nodes (the node mix cycled)."""
     cluster = [
@@ -75,7 +85,7 @@ def decision_latency_ms(
     pods = load_pods(pods_path)
     rng = np.random.default_rng(1)
     snapshot = ClusterSnapshot.from_nodes(cluster)
-    chosen = make_strategy(strategy)
+    chosen = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
     chosen.prime(pods)
     scheduler = Scheduler.with_random_ranks(chosen, snapshot.node_count, rng)
     sequence = [pods[i] for i in rng.integers(len(pods), size=warm + timed)]
@@ -105,12 +115,12 @@ def main() -> None:
     args = parser.parse_args()
 
     runs = {}
-    for strategy in strategy_names():
+    policies = policies_to_time()
+    for label, policy in policies.items():
         times = [
-            full_run_seconds(args.nodes, args.trace, strategy, args.seed)
-            for _ in range(args.repeats)
+            full_run_seconds(args.nodes, args.trace, policy, args.seed) for _ in range(args.repeats)
         ]
-        runs[strategy] = {"seconds": times, "median_s": statistics.median(times)}
+        runs[label] = {"seconds": times, "median_s": statistics.median(times)}
 
     nodes = load_nodes(args.nodes)
     scaling = {}
@@ -121,10 +131,10 @@ def main() -> None:
         }
     base = scaling[1]["us_per_decision"]
     latency = {
-        strategy: decision_latency_ms(
-            nodes, args.trace, strategy, LATENCY_NODES, warm=args.warm, timed=1000
+        label: decision_latency_ms(
+            nodes, args.trace, policy, LATENCY_NODES, warm=args.warm, timed=1000
         )
-        for strategy in strategy_names()
+        for label, policy in policies.items()
     }
 
     lines = [
@@ -132,7 +142,7 @@ def main() -> None:
         "",
         f"Goal: one full run <= {GOAL_S:.0f} s; reference Go simulator ~{REFERENCE_S:.0f} s/run.",
         "",
-        f"| strategy | median of {args.repeats} (s) | runs (s) | within goal |",
+        f"| strategy or policy | median of {args.repeats} (s) | runs (s) | within goal |",
         "|---|---:|---|---|",
     ]
     for strategy, figures in runs.items():
@@ -156,7 +166,8 @@ def main() -> None:
         "",
         f"Goal: median <= {LATENCY_GOAL_MS:.0f} ms.",
         "",
-        "| strategy | median (ms) | p95 (ms) | GPUs allocated while timed | within goal |",
+        "| strategy or policy | median (ms) | p95 (ms) | GPUs allocated while timed "
+        "| within goal |",
         "|---|---:|---:|---:|---|",
     ]
     for strategy, figures in latency.items():
