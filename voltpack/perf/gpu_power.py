@@ -111,6 +111,17 @@ class GpuPowerModel:
             )
         return self.clamp_clock_mhz(ratio * self.max_clock_mhz)
 
+    def effective_clock_mhz(
+        self, clock_mhz: ArrayLike, activity: float, power_limit_w: ArrayLike | None = None
+    ) -> FloatArray:
+        """The clock work of `activity` runs at: the (clamped) set clock, lowered further to
+        what `power_limit_w` allows when a cap is set."""
+        clock = self.clamp_clock_mhz(clock_mhz)
+        if power_limit_w is None:
+            return clock
+        limited = self.clock_for_power_limit_mhz(activity, power_limit_w)
+        return np.minimum(clock, np.broadcast_to(limited, clock.shape))
+
     def time_factor(self, clock_mhz: ArrayLike, compute_bound_share: ArrayLike) -> FloatArray:
         """Duration multiplier (>= 1) of work at `clock_mhz` relative to max clock.
 

@@ -241,18 +241,6 @@ def _trailing_mean(values: FloatArray, window: int) -> FloatArray:
     )
 
 
-def _phase_clock_mhz(
-    clock_mhz: FloatArray,
-    activity: float,
-    gpu: GpuPowerModel,
-    power_limit_w: ArrayLike | None,
-) -> FloatArray:
-    if power_limit_w is None:
-        return clock_mhz
-    limited = gpu.clock_for_power_limit_mhz(activity, power_limit_w)
-    return np.minimum(clock_mhz, np.broadcast_to(limited, clock_mhz.shape))
-
-
 def inference_busy(
     load: InferenceLoad,
     clock_mhz_per_bin: ArrayLike,
@@ -276,11 +264,11 @@ def inference_busy(
     """
     shape = load.prefill_work_s.shape
     clock = gpu_model.clamp_clock_mhz(np.broadcast_to(np.asarray(clock_mhz_per_bin), shape))
-    prefill_clock = _phase_clock_mhz(
-        clock, profile.prefill_activity, gpu_model, power_limit_w_per_bin
+    prefill_clock = gpu_model.effective_clock_mhz(
+        clock, profile.prefill_activity, power_limit_w_per_bin
     )
-    decode_clock = _phase_clock_mhz(
-        clock, profile.decode_activity, gpu_model, power_limit_w_per_bin
+    decode_clock = gpu_model.effective_clock_mhz(
+        clock, profile.decode_activity, power_limit_w_per_bin
     )
     prefill_factor = gpu_model.time_factor(prefill_clock, profile.prefill_compute_share)
     decode_factor = gpu_model.time_factor(decode_clock, profile.decode_compute_share)

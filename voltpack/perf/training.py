@@ -80,19 +80,6 @@ def default_training_profile() -> TrainingProfile:
     return TrainingProfile(name="llm-training-dgx-a100", server=server_power_model_for("dgx-a100"))
 
 
-def _phase_clock_mhz(
-    clock_mhz: FloatArray,
-    activity: float,
-    gpu: GpuPowerModel,
-    power_limit_w_per_bin: ArrayLike | None,
-) -> FloatArray:
-    clock = gpu.clamp_clock_mhz(clock_mhz)
-    if power_limit_w_per_bin is None:
-        return clock
-    limited = gpu.clock_for_power_limit_mhz(activity, power_limit_w_per_bin)
-    return np.minimum(clock, np.broadcast_to(limited, clock.shape))
-
-
 def training_progress(
     clock_mhz_per_bin: ArrayLike,
     bin_s: float,
@@ -106,8 +93,8 @@ def training_progress(
     the communication phase does not depend on the clock.
     """
     clock = np.asarray(clock_mhz_per_bin, dtype=np.float64)
-    compute_clock = _phase_clock_mhz(
-        clock, profile.compute_activity_for(gpu_model), gpu_model, power_limit_w_per_bin
+    compute_clock = gpu_model.effective_clock_mhz(
+        clock, profile.compute_activity_for(gpu_model), power_limit_w_per_bin
     )
     return np.asarray(bin_s / profile.iteration_time_s(compute_clock, gpu_model), dtype=np.float64)
 
@@ -137,9 +124,9 @@ def training_power_w(
     clock = np.asarray(clock_mhz_per_bin, dtype=np.float64)
     clock = np.broadcast_to(clock, (*clock.shape[:-1], n_bins) if clock.ndim else (n_bins,))
     compute_activity = profile.compute_activity_for(gpu_model)
-    compute_clock = _phase_clock_mhz(clock, compute_activity, gpu_model, power_limit_w_per_bin)
-    communication_clock = _phase_clock_mhz(
-        clock, profile.communication_activity, gpu_model, power_limit_w_per_bin
+    compute_clock = gpu_model.effective_clock_mhz(clock, compute_activity, power_limit_w_per_bin)
+    communication_clock = gpu_model.effective_clock_mhz(
+        clock, profile.communication_activity, power_limit_w_per_bin
     )
     iteration_s = profile.iteration_time_s(compute_clock, gpu_model)
     compute_fraction = 1.0 - profile.iteration_s * (1.0 - profile.compute_share) / iteration_s

@@ -8,7 +8,6 @@ line and the field.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from datetime import datetime
@@ -20,6 +19,7 @@ from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError, TraceFormatError
 from voltpack.sim.datasets import data_dir
+from voltpack.sim.traces.csv_rows import csv_rows
 
 AZURE_LLM_FOLDER = "azure-llm-2023"
 CODE_TRACE = "AzureLLMInferenceTrace_code.csv"
@@ -78,49 +78,16 @@ def _token_field(path: Path, line: int, field: str, text: str) -> int:
 
 def load_azure_llm_trace(path: Path) -> LlmRequests:
     """Read one trace CSV; arrival_s is relative to the first request, rows sorted by time."""
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot open: {exc.strerror}") from None
     seconds: list[int] = []
     fractions: list[float] = []
     prompts: list[int] = []
     outputs: list[int] = []
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = [column.strip() for column in next(reader, [])]
-            missing = [column for column in COLUMNS if column not in header]
-            if missing:
-                raise TraceFormatError(
-                    f"{path}:1: header lacks column(s) {', '.join(missing)}; "
-                    f"expected {','.join(COLUMNS)}"
-                )
-            where = [header.index(column) for column in COLUMNS]
-            for fields in reader:
-                line = reader.line_num
-                if not fields:
-                    continue
-                if len(fields) != len(header):
-                    lacking = (
-                        f"; field {header[len(fields)]} is missing"
-                        if len(fields) < len(header)
-                        else ""
-                    )
-                    raise TraceFormatError(
-                        f"{path}:{line}: expected {len(header)} fields, found {len(fields)}"
-                        + lacking
-                    )
-                stamp, context, generated = (fields[i] for i in where)
-                whole, fraction = _timestamp_s(path, line, stamp)
-                seconds.append(whole)
-                fractions.append(fraction)
-                prompts.append(_token_field(path, line, "ContextTokens", context))
-                outputs.append(_token_field(path, line, "GeneratedTokens", generated))
-        except UnicodeDecodeError as exc:
-            raise TraceFormatError(
-                f"{path}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
-            ) from None
+    for line, row in csv_rows(path, COLUMNS):
+        whole, fraction = _timestamp_s(path, line, row["TIMESTAMP"])
+        seconds.append(whole)
+        fractions.append(fraction)
+        prompts.append(_token_field(path, line, "ContextTokens", row["ContextTokens"]))
+        outputs.append(_token_field(path, line, "GeneratedTokens", row["GeneratedTokens"]))
     if not seconds:
         raise TraceFormatError(f"{path}: holds no requests")
     # subtract the first whole second in integers so sub-millisecond fractions survive

@@ -7,8 +7,6 @@ A malformed row raises TraceFormatError naming the file, the line and the field.
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -16,45 +14,10 @@ from pydantic import ValidationError
 from voltpack.model.cluster import Node
 from voltpack.model.errors import TraceFormatError
 from voltpack.model.workload import Pod
+from voltpack.sim.traces.csv_rows import csv_rows
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-
-
-def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot open: {exc.strerror}") from None
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = [column.strip() for column in next(reader, [])]
-            missing = [c for c in required if c not in header]
-            if missing:
-                raise TraceFormatError(
-                    f"{path}:1: header lacks column(s) {', '.join(missing)}; "
-                    f"expected at least {','.join(required)}"
-                )
-            for fields in reader:
-                line = reader.line_num
-                if not fields:
-                    continue
-                if len(fields) != len(header):
-                    lacking = (
-                        f"; field {header[len(fields)]} is missing"
-                        if len(fields) < len(header)
-                        else ""
-                    )
-                    raise TraceFormatError(
-                        f"{path}:{line}: expected {len(header)} fields, found {len(fields)}"
-                        + lacking
-                    )
-                yield line, dict(zip(header, fields, strict=True))
-        except UnicodeDecodeError as exc:
-            raise TraceFormatError(
-                f"{path}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
-            ) from None
 
 
 def _int_field(path: Path, line: int, row: dict[str, str], field: str) -> int:
@@ -82,7 +45,7 @@ def load_nodes(path: Path) -> list[Node]:
     """Read an openb node list into empty nodes."""
     nodes: list[Node] = []
     seen: set[str] = set()
-    for line, row in _rows(path, NODE_COLUMNS):
+    for line, row in csv_rows(path, NODE_COLUMNS):
         name = row["sn"].strip()
         if not name:
             raise TraceFormatError(f"{path}:{line}: field sn is empty")
@@ -108,7 +71,7 @@ def load_nodes(path: Path) -> list[Node]:
 def load_pods(path: Path) -> list[Pod]:
     """Read an openb pod list; pods keep the file's order."""
     pods: list[Pod] = []
-    for line, row in _rows(path, POD_COLUMNS):
+    for line, row in csv_rows(path, POD_COLUMNS):
         num_gpu = _int_field(path, line, row, "num_gpu")
         gpu_milli = _int_field(path, line, row, "gpu_milli")
         if num_gpu == 0:

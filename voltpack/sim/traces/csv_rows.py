@@ -1,0 +1,50 @@
+"""Reading trace CSV files row by row, with errors that name the file, the line and the field."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+from voltpack.model.errors import TraceFormatError
+
+
+def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each non-empty row of a CSV file with a header, as (line number, column -> text).
+
+    Raises TraceFormatError naming the file and line for a file that cannot be opened, a
+    header without a required column, a row with the wrong number of fields, or non-UTF-8 text.
+    """
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot open: {exc.strerror}") from None
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = [column.strip() for column in next(reader, [])]
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise TraceFormatError(
+                    f"{path}:1: header lacks column(s) {', '.join(missing)}; "
+                    f"expected at least {','.join(required)}"
+                )
+            for fields in reader:
+                line = reader.line_num
+                if not fields:
+                    continue
+                if len(fields) != len(header):
+                    lacking = (
+                        f"; field {header[len(fields)]} is missing"
+                        if len(fields) < len(header)
+                        else ""
+                    )
+                    raise TraceFormatError(
+                        f"{path}:{line}: expected {len(header)} fields, found {len(fields)}"
+                        + lacking
+                    )
+                yield line, dict(zip(header, fields, strict=True))
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(
+                f"{path}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
+            ) from None
