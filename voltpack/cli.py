@@ -25,6 +25,7 @@ from voltpack.model.errors import VoltpackError
 from voltpack.operator.connect import api_client
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.policies.power.registry import power_policy_summaries
 from voltpack.policies.registry import strategy_names, strategy_summaries
 from voltpack.policies.schema import (
     PolicyFile,
@@ -274,16 +275,24 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file"
     except VoltpackError as exc:
         err_console.print(f"[red]invalid:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
-    console.print(f"{file}: valid ({policy.api_version}, strategy {policy.spec.scoring.strategy})")
+    power = policy.spec.power
+    console.print(
+        f"{file}: valid ({policy.api_version}, strategy {policy.spec.scoring.strategy}, "
+        f"power policy {power.policy}, {len(power.domains)} power domains in the file)"
+    )
 
 
 @policy_app.command("strategies")
 def policy_strategies() -> None:
-    """List the scoring strategies a policy file may name."""
+    """List the scoring strategies and power policies a policy file may name."""
     table = Table("strategy", "definition")
     for name, summary in strategy_summaries().items():
         table.add_row(name, summary)
     console.print(table)
+    power = Table("power policy (spec.power.policy)", "definition")
+    for name, summary in power_policy_summaries().items():
+        power.add_row(name, summary)
+    console.print(power)
 
 
 @app.command()
@@ -301,8 +310,11 @@ def operator(
     seed: Annotated[int, typer.Option(help="seed of the scheduling decisions")] = 0,
     lease_seconds: Annotated[int, typer.Option(help="leader Lease duration")] = 15,
     metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port (-1: off)")] = 9411,
+    power: Annotated[
+        bool, typer.Option(help="run the power loop (PowerBudgets, GPUNode clocks and caps)")
+    ] = True,
 ) -> None:
-    """Run the operator: schedule pods and GPUJobs, elect a leader, report Events."""
+    """Run the operator: schedule pods and GPUJobs, manage power domains, report Events."""
     try:
         resolved, _ = _resolve_policy(policy)
     except VoltpackError as exc:
@@ -321,6 +333,7 @@ def operator(
         seed=seed,
         lease_duration_s=lease_seconds,
         metrics_port=None if metrics_port < 0 else metrics_port,
+        power=power,
     )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)

@@ -175,8 +175,23 @@ def test_policy_strategies_lists_every_strategy() -> None:
         "dot-product",
         "gpu-packing",
         "gpu-clustering",
+        "fgd",
+        "headroom",
+        "thresholds",
     ):
         assert name in result.stdout
+
+
+def test_policy_validate_names_a_bad_power_setting(tmp_path: Path) -> None:
+    bad = tmp_path / "power.yaml"
+    bad.write_text(
+        "apiVersion: voltpack.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: p}\n"
+        "spec:\n  scoring: {strategy: fgd}\n  power:\n"
+        "    gpus: {A100-80GB: {lock_clocks_mhz: [2000], floor_power_w: 100}}\n"
+    )
+    result = voltpack("policy", "validate", str(bad))
+    assert result.returncode == 1
+    assert "spec.power.gpus.A100-80GB" in result.stderr and "outside" in result.stderr
 
 
 def test_agent_without_gpus_says_what_is_missing() -> None:
