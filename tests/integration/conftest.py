@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.fakes.nvml import build_fake_nvml, load_in_process
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 
@@ -180,3 +181,11 @@ def binding(pod: str, node: str) -> dict[str, Any]:
 def watcher_count(emulator: RunningEmulator) -> int:
     """Open watch streams on the server (read on its loop)."""
     return emulator.call(lambda: len(emulator.state.store.watchers()))
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_dir() -> Path:
+    """The fake libnvidia-ml.so, built once and loaded into this process."""
+    lib_dir = build_fake_nvml()
+    load_in_process(lib_dir)
+    return lib_dir

@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fakes.nvml import STATE_ENV, FakeGpu, build_fake_nvml, load_in_process, write_state
+from tests.fakes.nvml import STATE_ENV, FakeGpu, write_state
 from tests.fakes.state_file import read_state, update_state
 from tests.integration.conftest import pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
@@ -175,13 +175,6 @@ class Rig:
         assert loop is not None
         target = loop.figures.ticks + count
         wait_for(lambda: loop.figures.ticks >= target, timeout_s=WAIT_S, what="power ticks")
-
-
-@pytest.fixture(scope="session")
-def fake_nvml_dir() -> Path:
-    lib_dir = build_fake_nvml()
-    load_in_process(lib_dir)
-    return lib_dir
 
 
 @pytest.fixture

@@ -22,9 +22,7 @@ from tests.conftest import REPO_ROOT
 from tests.fakes.nvml import (
     STATE_ENV,
     FakeGpu,
-    build_fake_nvml,
     bus_id,
-    load_in_process,
     subprocess_env,
     write_state,
 )
@@ -41,13 +39,6 @@ from voltpack.telemetry.nvml import NvmlBackend
 NO_PERMISSION = str(pynvml.NVML_ERROR_NO_PERMISSION)
 INVALID_ARGUMENT = str(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 NOT_SUPPORTED = str(pynvml.NVML_ERROR_NOT_SUPPORTED)
-
-
-@pytest.fixture(scope="session")
-def fake_nvml_dir() -> Path:
-    lib_dir = build_fake_nvml()
-    load_in_process(lib_dir)
-    return lib_dir
 
 
 @pytest.fixture
