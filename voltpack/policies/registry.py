@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from voltpack.model.errors import PolicyError
 from voltpack.policies.strategies.best_fit import BestFitStrategy
@@ -16,6 +16,8 @@ from voltpack.policies.strategies.gpu_packing import GpuPackingStrategy
 from voltpack.policies.strategies.least_allocated import LeastAllocatedStrategy
 from voltpack.policies.strategies.random_fit import RandomStrategy
 from voltpack.policies.strategy import ScoringStrategy
+
+M = TypeVar("M", bound=BaseModel)
 
 _STRATEGIES: dict[str, type[ScoringStrategy]] = {
     cls.name: cls
@@ -49,14 +51,16 @@ def make_strategy(name: str, params: Mapping[str, Any] | None = None) -> Scoring
         raise PolicyError(
             f"unknown strategy {name!r}; allowed values: {', '.join(_STRATEGIES)}"
         ) from None
+    return cls(validated_params(cls.Params, params, "spec.scoring.params", f"strategy {name}"))
+
+
+def validated_params(model: type[M], params: Mapping[str, Any] | None, field: str, owner: str) -> M:
+    """`params` validated by `model`; PolicyError naming `owner` and each bad `field.x`."""
     try:
-        validated = cls.Params.model_validate(dict(params or {}))
+        return model.model_validate(dict(params or {}))
     except ValidationError as exc:
-        problems = "; ".join(
-            describe_validation_error(error, prefix="spec.scoring.params") for error in exc.errors()
-        )
-        raise PolicyError(f"strategy {name}: {problems}") from None
-    return cls(validated)
+        problems = "; ".join(describe_validation_error(e, prefix=field) for e in exc.errors())
+        raise PolicyError(f"{owner}: {problems}") from None
 
 
 def describe_validation_error(error: Any, prefix: str = "") -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voltpack.policies.power.ladder import FloatArray, IntArray
-from voltpack.policies.power.view import BoolArray, DomainPlan, DomainView
+from voltpack.policies.power.view import DomainPlan, DomainView
 
 SAVING_EPSILON_W = 0.5
 """A step that saves less than this has nothing to give."""
@@ -149,11 +149,3 @@ def release_rungs(view: DomainView, rung: IntArray, room_w: float) -> IntArray:
         if count < candidates.size:
             break
     return rung
-
-
-def gave_everything(view: DomainView, rung: IntArray, group: BoolArray) -> bool:
-    """Whether no GPU of `group` could save anything more by stepping up."""
-    up = np.minimum(rung + 1, view.ladders.top)
-    saving = _estimates(view, rung) - _estimates(view, up)
-    room = group & (rung < view.ladders.top) & ~view.stale & (saving > SAVING_EPSILON_W)
-    return not bool(np.any(room))

@@ -5,22 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 
 from voltpack.model.errors import PolicyError
 from voltpack.policies.power.headroom import HeadroomPolicy
 from voltpack.policies.power.thresholds import ThresholdPolicy
 from voltpack.policies.power.view import PowerPolicy
-from voltpack.policies.registry import describe_validation_error
+from voltpack.policies.registry import validated_params
 
 _POLICIES: dict[str, type[HeadroomPolicy] | type[ThresholdPolicy]] = {
     cls.name: cls for cls in (HeadroomPolicy, ThresholdPolicy)
 }
-
-
-def power_policy_names() -> list[str]:
-    """Every power-policy name a policy file may use."""
-    return list(_POLICIES)
 
 
 def power_policy_summaries() -> dict[str, str]:
@@ -37,11 +32,6 @@ def make_power_policy(name: str, params: Mapping[str, Any] | None = None) -> Pow
             f"field spec.power.policy: value {name!r} is not allowed; "
             f"allowed values: {', '.join(_POLICIES)}"
         ) from None
-    try:
-        validated = cls.Params.model_validate(dict(params or {}))
-    except ValidationError as exc:
-        problems = "; ".join(
-            describe_validation_error(error, prefix="spec.power.params") for error in exc.errors()
-        )
-        raise PolicyError(f"power policy {name}: {problems}") from None
+    params_model: type[BaseModel] = cls.Params
+    validated = validated_params(params_model, params, "spec.power.params", f"power policy {name}")
     return cls(validated)  # type: ignore[arg-type]

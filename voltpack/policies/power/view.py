@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,7 +64,6 @@ class DomainPlan:
     rung: IntArray
     level: str
     memory: Any = None
-    notes: tuple[str, ...] = field(default=())
 
 
 class PowerPolicy(Protocol):
