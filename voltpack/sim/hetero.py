@@ -356,3 +356,31 @@ def _isolated_rate(problem: AllocationInput, row: int) -> float:
     """The job's throughput on an equal 1/n share of every model's GPUs (for fairness)."""
     share = problem.capacity_gpus / max(problem.job_count, 1) / problem.scale_factors[row]
     return float((problem.throughputs_steps_per_s[row] * np.minimum(share, 1.0)).sum())
+
+
+def summarize(result: SimulationResult) -> dict[str, float]:
+    """Average and p99 JCT, makespan, utilization, preemptions and the finish-time fairness.
+
+    Finish-time fairness rho = JCT / the time the job would take on an equal 1/n share of the
+    cluster, n being the number of active jobs when it was first allocated (Themis, NSDI'20).
+    """
+    jct = np.array([job.jct_s for job in result.jobs])
+    isolated = np.array([job.isolated_duration_s for job in result.jobs])
+    rho = np.divide(jct, isolated, out=np.full_like(jct, np.nan), where=isolated > 0)
+    rho = rho[np.isfinite(rho)]
+    solves = np.array(result.solve_times_s) if result.solve_times_s else np.zeros(1)
+    return {
+        "jobs": float(len(result.jobs)),
+        "avg_jct_s": float(jct.mean()),
+        "p99_jct_s": float(np.percentile(jct, 99)),
+        "makespan_s": float(result.makespan_s),
+        "utilization": float(result.utilization),
+        "preemptions": float(sum(job.preemptions for job in result.jobs)),
+        "restarts": float(sum(job.restarts for job in result.jobs)),
+        "ftf_rho_median": float(np.median(rho)) if rho.size else float("nan"),
+        "ftf_rho_p90": float(np.percentile(rho, 90)) if rho.size else float("nan"),
+        "ftf_rho_max": float(rho.max()) if rho.size else float("nan"),
+        "ftf_share_rho_above_1": float((rho > 1).mean()) if rho.size else float("nan"),
+        "solve_median_s": float(np.median(solves)),
+        "solves": float(len(result.solve_times_s)),
+    }

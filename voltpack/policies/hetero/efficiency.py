@@ -14,7 +14,7 @@ from voltpack.policies.hetero.allocation import (
 from voltpack.policies.hetero.fairness import OPTIMUM_SLACK, _normalized_rates
 
 
-def _agnostic_rates(problem: AllocationInput) -> FloatArray:
+def agnostic_rates(problem: AllocationInput) -> FloatArray:
     """Each job's mean throughput over the models it can run on, on every such model."""
     runnable = problem.runnable
     rates = np.where(runnable, problem.throughputs_steps_per_s, 0.0)
@@ -60,7 +60,7 @@ def min_makespan_agnostic(problem: AllocationInput) -> FloatArray:
     """Minimum makespan believing each job runs at its mean speed on every GPU model."""
     if problem.job_count == 0:
         return empty_allocation(problem)
-    return spread_over_models(problem, _min_makespan(problem, _agnostic_rates(problem)))
+    return spread_over_models(problem, _min_makespan(problem, agnostic_rates(problem)))
 
 
 def max_total_throughput_aware(problem: AllocationInput) -> FloatArray:

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from voltpack.model.errors import PolicyError
 from voltpack.policies.hetero.allocation import AllocationInput, FloatArray
+from voltpack.policies.hetero.completion import (
+    shortest_remaining_agnostic,
+    shortest_remaining_aware,
+)
 from voltpack.policies.hetero.efficiency import (
     max_total_throughput_agnostic,
     max_total_throughput_aware,
@@ -76,6 +80,16 @@ _STATELESS: dict[str, tuple[Allocate, bool, str]] = {
         max_total_throughput_aware,
         True,
         "heterogeneity-aware maximum total normalized throughput",
+    ),
+    "shortest_remaining": (
+        shortest_remaining_agnostic(),
+        False,
+        "shortest remaining time first (max sum of completion rates), every GPU alike",
+    ),
+    "shortest_remaining_perf": (
+        shortest_remaining_aware(),
+        True,
+        "voltpack: heterogeneity-aware shortest remaining time (max sum of completion rates)",
     ),
 }
 _FIFO: dict[str, tuple[bool, str]] = {

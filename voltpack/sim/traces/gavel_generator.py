@@ -279,8 +279,8 @@ def _measured_counts(table: ThroughputTable, job_type: str, gpu: str) -> list[in
 
 
 def _nearest(counts: list[int], wanted: int) -> int:
-    # nearest in log2 (doublings); a tie goes to the smaller count
-    return min(counts, key=lambda count: (abs(math.log2(count / wanted)), count))
+    # a tie (3 between 2 and 4) goes to the smaller count
+    return min(counts, key=lambda count: (abs(count - wanted), count))
 
 
 class _Streams:
