@@ -25,6 +25,8 @@ from voltpack.model.errors import VoltpackError
 from voltpack.operator.connect import api_client
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.perf.throughput_table import load_gavel_throughputs
+from voltpack.policies.hetero.registry import allocation_policy_summaries, make_allocation_policy
 from voltpack.policies.power.registry import power_policy_summaries
 from voltpack.policies.registry import strategy_names, strategy_summaries
 from voltpack.policies.schema import (
@@ -36,12 +38,15 @@ from voltpack.policies.schema import (
 from voltpack.sim.datasets import (
     OPENB_DEFAULT_PODS,
     OPENB_NODES,
+    data_dir,
     fgd_paper_allocation_pct,
     openb_dir,
 )
 from voltpack.sim.experiment import ArrivalOrder
+from voltpack.sim.hetero import RoundConfig, RoundSimulator, summarize
 from voltpack.sim.report import PolicySummary, write_reports
 from voltpack.sim.runner import ExperimentPlan, run_plan
+from voltpack.sim.traces.gavel import load_gavel_trace
 from voltpack.sim.traces.openb import load_nodes, load_pods
 from voltpack.telemetry.agent import run_agent
 from voltpack.telemetry.backends import open_backend
@@ -293,6 +298,63 @@ def policy_strategies() -> None:
     for name, summary in power_policy_summaries().items():
         power.add_row(name, summary)
     console.print(power)
+    allocation = Table("training allocation policy (simulate-training)", "definition")
+    for name, summary in allocation_policy_summaries().items():
+        allocation.add_row(name, summary)
+    console.print(allocation)
+
+
+def _parse_cluster(text: str) -> dict[str, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise typer.BadParameter(f"--cluster {text!r}: expected V100:P100:K80 counts, e.g. 8:8:8")
+    return dict(zip(("v100", "p100", "k80"), map(int, parts), strict=True))
+
+
+@app.command("simulate-training")
+def simulate_training(
+    trace: Annotated[Path, typer.Option(help="Gavel-format trace (physical_cluster or msr)")],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help="allocation policy; repeat (default: max_min_fairness_perf and ours)"),
+    ] = None,
+    cluster: Annotated[str, typer.Option(help="GPUs as V100:P100:K80")] = "8:8:8",
+    round_s: Annotated[float, typer.Option(help="round length in seconds")] = 360.0,
+    restart_cost_s: Annotated[float, typer.Option(help="checkpoint-restart cost")] = 0.0,
+    throughputs: Annotated[
+        Path | None, typer.Option(help="Gavel throughput JSON (default: the shipped one)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+) -> None:
+    """Replay a training trace on a heterogeneous cluster with each allocation policy."""
+    policies = policy or ["max_min_fairness_perf", "shortest_remaining_perf"]
+    if round_s <= 0 or restart_cost_s < 0:
+        raise typer.BadParameter("--round-s must be > 0 and --restart-cost-s >= 0")
+    gpus = _parse_cluster(cluster)
+    try:
+        table = load_gavel_throughputs(
+            throughputs or data_dir() / "gavel" / "simulation_throughputs.json"
+        )
+        jobs = load_gavel_trace(trace)
+        config = RoundConfig(
+            round_s=round_s, restart_cost_s=restart_cost_s, seed=seed, gavel_compatible=False
+        )
+        results = Table("policy", "avg JCT (s)", "p99 JCT (s)", "makespan (s)", "util", "preempt")
+        for name in policies:
+            simulator = RoundSimulator(make_allocation_policy(name, seed), table, gpus, config)
+            figures = summarize(simulator.run(jobs))
+            results.add_row(
+                name,
+                f"{figures['avg_jct_s']:,.0f}",
+                f"{figures['p99_jct_s']:,.0f}",
+                f"{figures['makespan_s']:,.0f}",
+                f"{figures['utilization']:.3f}",
+                f"{figures['preemptions']:.0f}",
+            )
+    except (VoltpackError, LookupError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    console.print(results)
 
 
 @app.command()

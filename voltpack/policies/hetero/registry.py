@@ -103,6 +103,14 @@ def allocation_policy_names() -> list[str]:
     return [*_FIFO, *_STATELESS]
 
 
+def allocation_policy_summaries() -> dict[str, str]:
+    """Name to one-sentence definition of every allocation policy."""
+    return {
+        **{name: summary for name, (_, summary) in _FIFO.items()},
+        **{name: summary for name, (_, _, summary) in _STATELESS.items()},
+    }
+
+
 def make_allocation_policy(name: str, seed: int = 0) -> AllocationPolicy:
     """A fresh instance of the policy called `name` (FIFO keeps state between calls)."""
     if name in _FIFO:
