@@ -199,3 +199,40 @@ def test_agent_without_gpus_says_what_is_missing() -> None:
     assert result.returncode == 2
     assert "libnvidia-ml.so.1" in result.stderr
     assert "--backend simulated" in result.stderr
+
+
+def test_simulate_training_compares_allocation_policies() -> None:
+    trace = REPO / "data" / "gavel" / "physical_cluster" / "small_test.trace"
+    result = voltpack(
+        "simulate-training",
+        "--trace",
+        str(trace),
+        "--cluster",
+        "2:2:2",
+        "--policy",
+        "fifo",
+        "--policy",
+        "shortest_remaining_perf",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "fifo" in result.stdout and "shortest_remaining_perf" in result.stdout
+    assert "avg JCT" in result.stdout
+
+
+def test_simulate_training_refuses_bad_input_clearly(tmp_path: Path) -> None:
+    trace = REPO / "data" / "gavel" / "physical_cluster" / "small_test.trace"
+    unknown = voltpack("simulate-training", "--trace", str(trace), "--policy", "nope")
+    assert unknown.returncode == 2
+    assert "unknown allocation policy 'nope'" in unknown.stderr
+    assert "max_min_fairness_perf" in unknown.stderr
+    bad = tmp_path / "bad.trace"
+    bad.write_text("ResNet-18 (batch size 32)\tcmd\t-n\t1\tmany\t0\t1\n")
+    malformed = voltpack("simulate-training", "--trace", str(bad))
+    assert malformed.returncode == 2
+    assert f"{bad}:1: field total_steps='many' is not a number" in malformed.stderr
+    too_big = voltpack("simulate-training", "--trace", str(trace), "--cluster", "1:1:1")
+    assert too_big.returncode == 2
+    assert "needs 2 GPUs of one model" in too_big.stderr
+    cluster = voltpack("simulate-training", "--trace", str(trace), "--cluster", "8:8")
+    assert cluster.returncode == 2
+    assert "expected V100:P100:K80" in cluster.stderr
