@@ -252,7 +252,8 @@ def _placement_without(
 def place(
     scheduler: Scheduler, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
 ) -> Decision:
-    """Place a lone pod or a gang on `snapshot` (committed if placed)."""
+    """Place a lone pod or a gang on `snapshot` (committed if placed); the subject is the gang."""
     if len(group.pods) == 1 and group.min_member == 1:
-        return scheduler.schedule_pod(snapshot, group.pods[0], rng)
+        decision = scheduler.schedule_pod(snapshot, group.pods[0], rng)
+        return decision.model_copy(update={"subject": group.name})
     return scheduler.schedule_group(snapshot, group, rng)
