@@ -71,9 +71,14 @@ class QueueTree:
     invalid: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, specs: Mapping[str, QueueSpec]) -> QueueTree:
-        """Validate parents (known, valid, no cycles); an invalid queue never hides a valid one."""
-        invalid: dict[str, str] = {}
+    def build(
+        cls, specs: Mapping[str, QueueSpec], invalid_specs: Mapping[str, str] | None = None
+    ) -> QueueTree:
+        """Validate parents (known, valid, no cycles); an invalid queue never hides a valid one.
+
+        `invalid_specs`: queues whose spec could not even be read, with the problem.
+        """
+        invalid: dict[str, str] = dict(invalid_specs or {})
         for name, spec in specs.items():
             chain = [name]
             current = spec
@@ -82,10 +87,13 @@ class QueueTree:
                 if parent in chain:
                     invalid[name] = "parents form a cycle: " + " -> ".join([*chain, parent])
                     break
+                if parent in (invalid_specs or {}):
+                    invalid[name] = f"queue {chain[-1]}: parent {parent!r} is invalid"
+                    break
                 if parent not in specs:
                     known = ", ".join(sorted(specs)) or "none"
                     invalid[name] = (
-                        f"queue {current_name(chain)}: parent {parent!r} is not a queue "
+                        f"queue {chain[-1]}: parent {parent!r} is not a queue "
                         f"(known queues: {known}); fix spec.parent or create queue {parent!r}"
                     )
                     break
@@ -101,7 +109,7 @@ class QueueTree:
             for name, spec in specs.items()
             if name not in invalid
         }
-        if DEFAULT_QUEUE not in specs:
+        if DEFAULT_QUEUE not in specs and DEFAULT_QUEUE not in invalid:
             queues[DEFAULT_QUEUE] = QueueNode(DEFAULT_QUEUE, None, 1.0, {})
         return cls(queues=queues, invalid=invalid)
 
@@ -131,11 +139,6 @@ class QueueTree:
                 break
             result.append(queue)
         return tuple(result)
-
-
-def current_name(chain: list[str]) -> str:
-    """The last queue of a parent chain being walked."""
-    return chain[-1]
 
 
 @dataclass
