@@ -58,16 +58,19 @@ def plan_cycle(
     plan = CyclePlan(unplaced=dict(work.held))
     pending = []
     for arrival, group in enumerate(work.groups):
-        for pod in group.pods:
-            if observed is not None and pod.name not in observed:
-                scheduler.observe_arrival(pod)
-                observed.add(pod.name)
         queue, preemptible = context.gangs.get(group.name, (DEFAULT_QUEUE, False))
         priority = max(pod.priority for pod in group.pods)
         pending.append(PendingGang(group, queue, priority, arrival, preemptible))
+
+    def observe(gang: PendingGang) -> None:
+        for pod in gang.group.pods:
+            if observed is not None and pod.name not in observed:
+                scheduler.observe_arrival(pod)
+                observed.add(pod.name)
+
     result = schedule_queues(
         scheduler, snapshot, context.tree, pending, context.running,
-        context.ordering, context.rules, context.now_s, rng,
+        context.ordering, context.rules, context.now_s, rng, observe,
     )  # fmt: skip
     groups = {group.name: group for group in work.groups}
     for decision in result.decisions:

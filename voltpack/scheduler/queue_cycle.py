@@ -9,7 +9,7 @@ evicted in the same cycle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,8 +116,12 @@ def schedule_queues(
     rules: PreemptionRules,
     now_s: float,
     rng: np.random.Generator,
+    before_each: Callable[[PendingGang], None] | None = None,
 ) -> QueueCyclePlan:
     """Decide every pending gang on `snapshot` (which the decisions change).
+
+    `before_each` is called with each gang just before it is tried (e.g. to show the scoring
+    strategy its arrival, as the simulator does).
 
     Running gangs of an unknown or invalid queue keep running; they count for no queue and are
     never evicted.
@@ -155,6 +159,8 @@ def schedule_queues(
         gang = waiting[queue].pop(0)
         if not waiting[queue]:
             del waiting[queue]
+        if before_each is not None:
+            before_each(gang)
         decision = _decide(
             scheduler, snapshot, tree, usage, gang, victims, rules, now_s, rng, plan, held_by_limit
         )
