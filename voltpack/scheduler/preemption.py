@@ -15,7 +15,7 @@ the victims' pods released; then every victim the gang can do without is dropped
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,6 +90,54 @@ class PreemptionRules:
     priority_preemption: bool = True
 
 
+class VictimPool:
+    """Running gangs that may be evicted, indexed by queue, so that a cycle with many pending
+    gangs and many running ones looks only at queues that could give something up."""
+
+    def __init__(self, gangs: Iterable[RunningGang], snapshot: ClusterSnapshot) -> None:
+        self.by_queue: dict[str, list[RunningGang]] = {}
+        self.preemptible: dict[str, list[RunningGang]] = {}
+        self.models: dict[str, GpuAmounts] = {}
+        for gang in gangs:
+            self.by_queue.setdefault(gang.queue, []).append(gang)
+            if gang.preemptible:
+                self.preemptible.setdefault(gang.queue, []).append(gang)
+            self.models[gang.name] = gang.gpus_by_model(snapshot)
+
+    def remove(self, gang: RunningGang) -> None:
+        """Take an evicted gang out."""
+        self.by_queue[gang.queue].remove(gang)
+        if gang.preemptible:
+            self.preemptible[gang.queue].remove(gang)
+
+    def plausible(
+        self,
+        usage: QueueUsage,
+        gang_queue: str,
+        gang_priority: int,
+        model: str,
+        amount_gpus: float,
+        rules: PreemptionRules,
+    ) -> Iterator[RunningGang]:
+        """Gangs whose queue could give GPUs up to this gang (each still checked one by one)."""
+        tree = usage.tree
+        for queue, gangs in self.by_queue.items():
+            if queue == gang_queue:
+                if rules.priority_preemption:
+                    for gang in self.preemptible.get(queue, []):
+                        if gang.priority < gang_priority:
+                            yield gang
+                continue
+            if not rules.reclaim or not gangs:
+                continue
+            mine = tree.below_common_ancestor(gang_queue, queue)
+            if exceeded(usage, mine, model, amount_gpus, "guaranteed") is not None:
+                continue
+            theirs = tree.below_common_ancestor(queue, gang_queue)
+            if borrowing(usage, theirs, sorted(usage.of(queue))) is not None:
+                yield from gangs
+
+
 def _candidate_reason(
     usage: QueueUsage,
     gang_queue: str,
@@ -128,7 +176,7 @@ def find_victims(
     gang_queue: str,
     gang_priority: int,
     model: str,
-    running: Sequence[RunningGang],
+    running: VictimPool,
     usage: QueueUsage,
     now_s: float,
     rules: PreemptionRules,
@@ -141,8 +189,8 @@ def find_victims(
     amount_gpus = sum(p.gpu_request_milli for p in group.pods) / MILLI_PER_GPU
     candidates: list[tuple[tuple[int, int, int, float, str], RunningGang, str]] = []
     too_young = 0
-    for victim in running:
-        victim_models = sorted(victim.gpus_by_model(snapshot))
+    for victim in running.plausible(usage, gang_queue, gang_priority, model, amount_gpus, rules):
+        victim_models = sorted(running.models[victim.name])
         if model not in victim_models:
             continue
         found = _candidate_reason(

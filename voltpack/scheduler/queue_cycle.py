@@ -24,6 +24,7 @@ from voltpack.scheduler.preemption import (
     Eviction,
     PreemptionRules,
     RunningGang,
+    VictimPool,
     find_victims,
     gpus_by_model,
     place,
@@ -128,9 +129,9 @@ def schedule_queues(
     """
     plan = QueueCyclePlan()
     usage = QueueUsage(tree)
-    victims = [g for g in running if g.queue in tree.queues]
-    for holder in victims:
-        usage.add(holder.queue, holder.gpus_by_model(snapshot))
+    victims = VictimPool((g for g in running if g.queue in tree.queues), snapshot)
+    for holder in (g for gangs in victims.by_queue.values() for g in gangs):
+        usage.add(holder.queue, victims.models[holder.name])
     capacity = snapshot_capacity(snapshot)
     waiting: dict[str, list[PendingGang]] = {}
     held_by_limit: dict[str, int] = {}
@@ -177,7 +178,7 @@ def _decide(
     tree: QueueTree,
     usage: QueueUsage,
     gang: PendingGang,
-    victims: list[RunningGang],
+    victims: VictimPool,
     rules: PreemptionRules,
     now_s: float,
     rng: np.random.Generator,
