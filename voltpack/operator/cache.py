@@ -60,6 +60,11 @@ class ResourceCache:
         with self._lock:
             self._objects[object_key(obj)] = copy.deepcopy(obj)
 
+    def forget(self, key: str) -> None:
+        """Record a deletion this process made before the watch reports it."""
+        with self._lock:
+            self._objects.pop(key, None)
+
     def wait_synced(self, timeout_s: float) -> bool:
         """Wait until the first list has completed."""
         return self._synced.wait(timeout_s)

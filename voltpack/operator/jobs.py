@@ -18,6 +18,8 @@ from voltpack.operator.conventions import (
     GPU_RESOURCE,
     MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,
+    PREEMPTIBLE_ANNOTATION,
+    QUEUE_ANNOTATION,
     SCHEDULER_NAME,
 )
 from voltpack.operator.kube import api_message, call_json, status_code
@@ -45,7 +47,10 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
         **(pod_meta.get("annotations") or {}),
         POD_GROUP_ANNOTATION: meta["name"],
         MIN_MEMBERS_ANNOTATION: str(spec.min_workers or spec.workers),
+        QUEUE_ANNOTATION: spec.queue,
     }
+    if spec.preemptible:
+        annotations[PREEMPTIBLE_ANNOTATION] = "true"
     if spec.gpu_milli is not None:
         annotations[GPU_MILLI_ANNOTATION] = str(spec.gpu_milli)
     if spec.gpu_models:

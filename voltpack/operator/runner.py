@@ -25,7 +25,7 @@ from voltpack.operator.binder import bind_gang, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import GPU_INDICES_ANNOTATION, SCHEDULER_NAME
-from voltpack.operator.cycle import CyclePlan, plan_cycle
+from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
 from voltpack.operator.jobs import JobController
 from voltpack.operator.leader import LeaderElector
 from voltpack.operator.metrics import (
@@ -36,10 +36,13 @@ from voltpack.operator.metrics import (
     power_domains,
 )
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
+from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.translate import pod_from_k8s
+from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.preemption import PreemptionRules
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class OperatorStats:
     cycles: int = 0
     bound: int = 0
     bind_failures: int = 0
+    evicted_gangs: int = 0
     events: int = 0
     failed_cycles: int = 0
     last_plan: CyclePlan | None = field(default=None, repr=False)
@@ -103,6 +107,18 @@ class Operator:
             lambda **kwargs: custom.list_cluster_custom_object(
                 API_GROUP, API_VERSION, "gpunodes", **kwargs
             ),
+        )
+        self.queues = ResourceCache(
+            "queues",
+            lambda **kwargs: custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, "queues", **kwargs
+            ),
+        )
+        self.queue_writer = QueueWriter(self.core, custom, self.queues, self.pods)
+        queueing = config.policy.spec.queueing
+        self._ordering = make_ordering(queueing.ordering, queueing.params)
+        self._preemption = PreemptionRules(
+            queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
         )
         self.power_loop: PowerLoop | None = None
         if config.power:
@@ -144,6 +160,7 @@ class Operator:
         self.pods.start(stop)
         self.jobs.start(stop)
         self.budgets.start(stop)
+        self.queues.start(stop)
         power_stop = threading.Event()  # set before the Lease is given up
         power: threading.Thread | None = None
         if self.power_loop is not None:
@@ -203,7 +220,17 @@ class Operator:
             self._node_names = snapshot.node_names
         work = pending_work(pods)
         before = snapshot.copy() if self.metrics is not None else None
-        plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed)
+        queue_objects = self.queues.items()
+        tree = queue_tree(queue_objects)
+        context = QueueContext(
+            tree=tree,
+            ordering=self._ordering,
+            rules=self._preemption,
+            running=running_gangs(pods, snapshot),
+            gangs=pending_queues(work, pods),
+            now_s=time.time(),
+        )
+        plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed, context)
         self.stats.cycles += 1
         self.stats.last_plan = plan
         existing = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
@@ -221,6 +248,9 @@ class Operator:
         self.job_controller.reconcile_all(self.jobs.items(), pods, self._last_unplaced)
         self._last_unplaced = dict(plan.unplaced)
         by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
+        for eviction in plan.evictions:
+            self.queue_writer.evict(eviction, by_key)
+            self.stats.evicted_gangs += 1
         for gang in plan.gangs:
             if not self.elector.is_leader():
                 break  # lost the Lease while deciding: the new leader decides again
@@ -244,6 +274,7 @@ class Operator:
                 record_event(self.core, pod, "FailedScheduling", reason)
                 self._last_event[key] = reason
                 self.stats.events += 1
+        self.queue_writer.write_status(tree, plan.queue_reports, queue_objects)
         return plan
 
     def _figures(

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
 from voltpack.perf.gpu_power import power_model_for
+from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.power.ladder import ActionLadder
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
@@ -86,11 +87,28 @@ class PowerSpec(_Strict):
         return self
 
 
+class QueueingSpec(_Strict):
+    """How gangs are ordered between queues and when running gangs may be preempted."""
+
+    ordering: str = Field(default="fair-share", description="a queue-ordering name")
+    params: dict[str, Any] = Field(default_factory=dict)
+    min_runtime_s: float = Field(
+        default=60.0, ge=0, description="a gang runs at least this long before it is preempted"
+    )
+    reclaim: bool = Field(
+        default=True, description="gangs within their queue's guarantee reclaim borrowed GPUs"
+    )
+    priority_preemption: bool = Field(
+        default=True, description="gangs preempt lower-priority preemptible gangs of their queue"
+    )
+
+
 class PolicySpec(_Strict):
     """What the policy asks the scheduler and the power manager to do."""
 
     scoring: ScoringSpec
     power: PowerSpec = Field(default_factory=PowerSpec)
+    queueing: QueueingSpec = Field(default_factory=QueueingSpec)
 
 
 class PolicyFile(_Strict):
@@ -126,6 +144,7 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
     try:
         make_strategy(strategy, policy.spec.scoring.params)
         make_power_policy(policy.spec.power.policy, policy.spec.power.params)
+        make_ordering(policy.spec.queueing.ordering, policy.spec.queueing.params)
         check_gpu_actions(policy.spec.power)
     except PolicyError as exc:
         raise PolicyError(f"{origin}: {exc}") from None

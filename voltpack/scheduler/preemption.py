@@ -1,0 +1,307 @@
+"""Preemption and reclaim: which running gangs (whole) to evict so that a pending gang fits.
+
+Pure. Two reasons to evict a running gang, each only once it has run `min_runtime_s` (so that
+two queues cannot take GPUs back and forth every cycle):
+
+- *reclaim*: the pending gang stays within its queue's guarantee on a GPU model, and the
+  victim's queue borrows (its usage is above its guarantee) below the two queues' lowest common
+  ancestor: a queue never loses GPUs within its guarantee to another queue;
+- *priority*: the victim is preemptible, in the same queue, with a lower priority.
+
+Victims are tried greedily (reclaim before priority, preemptible before not, lowest priority,
+most recently started), each set checked by placing the gang on a copy of the snapshot with
+the victims' pods released; then every victim the gang can do without is dropped again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.decision import Decision
+from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
+from voltpack.model.workload import Pod, PodGroup
+from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.queues import GpuAmounts, QueueUsage, borrowing, exceeded
+
+
+@dataclass(frozen=True)
+class RunningGang:
+    """A gang that holds GPUs: its pods where they run, its queue, priority and start."""
+
+    name: str
+    queue: str
+    priority: int
+    preemptible: bool
+    started_s: float | None
+    """When it started running; None: not yet (counts as just started)."""
+    pods: tuple[tuple[Pod, int, tuple[int, ...]], ...]
+    """(pod, node index, GPU indices) of every pod."""
+
+    def gpus_by_model(self, snapshot: ClusterSnapshot) -> GpuAmounts:
+        """GPUs the gang holds per GPU model."""
+        return gpus_by_model(snapshot, ((pod, node) for pod, node, _ in self.pods))
+
+    def runtime_s(self, now_s: float) -> float:
+        """How long it has run."""
+        return 0.0 if self.started_s is None else max(now_s - self.started_s, 0.0)
+
+
+def gpus_by_model(snapshot: ClusterSnapshot, pods: Iterable[tuple[Pod, int]]) -> GpuAmounts:
+    """GPUs per GPU model of pods placed on nodes of `snapshot` ((pod, node index) pairs)."""
+    amounts: GpuAmounts = {}
+    for pod, node in pods:
+        model_index = int(snapshot.node_gpu_model[node])
+        if not pod.num_gpu or model_index == NO_GPU_MODEL:
+            continue
+        model = snapshot.gpu_models[model_index]
+        amounts[model] = amounts.get(model, 0.0) + pod.gpu_request_milli / MILLI_PER_GPU
+    return amounts
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """A running gang evicted whole, and why."""
+
+    gang: RunningGang
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """Victims to evict (whole gangs) and where the pending gang then goes."""
+
+    evictions: tuple[Eviction, ...]
+    decision: Decision
+    pods: dict[str, Pod]
+    """The pending gang's pods by name (as placed, with their GPU-model restriction)."""
+
+
+@dataclass(frozen=True)
+class PreemptionRules:
+    """When running gangs may be evicted."""
+
+    min_runtime_s: float = 60.0
+    reclaim: bool = True
+    priority_preemption: bool = True
+
+
+class VictimPool:
+    """Running gangs that may be evicted, indexed by queue, so that a cycle with many pending
+    gangs and many running ones looks only at queues that could give something up."""
+
+    def __init__(self, gangs: Iterable[RunningGang], snapshot: ClusterSnapshot) -> None:
+        self.by_queue: dict[str, list[RunningGang]] = {}
+        self.preemptible: dict[str, list[RunningGang]] = {}
+        self.models: dict[str, GpuAmounts] = {}
+        for gang in gangs:
+            self.by_queue.setdefault(gang.queue, []).append(gang)
+            if gang.preemptible:
+                self.preemptible.setdefault(gang.queue, []).append(gang)
+            self.models[gang.name] = gang.gpus_by_model(snapshot)
+
+    def remove(self, gang: RunningGang) -> None:
+        """Take an evicted gang out."""
+        self.by_queue[gang.queue].remove(gang)
+        if gang.preemptible:
+            self.preemptible[gang.queue].remove(gang)
+
+    def plausible(
+        self,
+        usage: QueueUsage,
+        gang_queue: str,
+        gang_priority: int,
+        model: str,
+        amount_gpus: float,
+        rules: PreemptionRules,
+    ) -> Iterator[RunningGang]:
+        """Gangs whose queue could give GPUs up to this gang (each still checked one by one)."""
+        tree = usage.tree
+        for queue, gangs in self.by_queue.items():
+            if queue == gang_queue:
+                if rules.priority_preemption:
+                    for gang in self.preemptible.get(queue, []):
+                        if gang.priority < gang_priority:
+                            yield gang
+                continue
+            if not rules.reclaim or not gangs:
+                continue
+            mine = tree.below_common_ancestor(gang_queue, queue)
+            if exceeded(usage, mine, model, amount_gpus, "guaranteed") is not None:
+                continue
+            theirs = tree.below_common_ancestor(queue, gang_queue)
+            if borrowing(usage, theirs, sorted(usage.of(queue))) is not None:
+                yield from gangs
+
+
+def _candidate_reason(
+    usage: QueueUsage,
+    gang_queue: str,
+    gang_priority: int,
+    victim: RunningGang,
+    model: str,
+    amount_gpus: float,
+    victim_models: Sequence[str],
+    rules: PreemptionRules,
+) -> tuple[int, str] | None:
+    """(0 for reclaim, 1 for priority, the reason) if `victim` may make room, else None."""
+    tree = usage.tree
+    if rules.reclaim and victim.queue != gang_queue:
+        mine = tree.below_common_ancestor(gang_queue, victim.queue)
+        theirs = tree.below_common_ancestor(victim.queue, gang_queue)
+        if exceeded(usage, mine, model, amount_gpus, "guaranteed") is None:
+            over = borrowing(usage, theirs, victim_models)
+            if over is not None:
+                return 0, f"reclaim: {over.describe('guaranteed')} (borrowed)"
+    if (
+        rules.priority_preemption
+        and victim.queue == gang_queue
+        and victim.preemptible
+        and victim.priority < gang_priority
+    ):
+        return 1, (
+            f"priority: {gang_priority} over {victim.priority} (preemptible) in queue {gang_queue}"
+        )
+    return None
+
+
+def find_victims(
+    scheduler: Scheduler,
+    snapshot: ClusterSnapshot,
+    group: PodGroup,
+    gang_queue: str,
+    gang_priority: int,
+    model: str,
+    running: VictimPool,
+    usage: QueueUsage,
+    now_s: float,
+    rules: PreemptionRules,
+    rng: np.random.Generator,
+) -> tuple[PreemptionPlan | None, str]:
+    """The fewest victims (greedy, then pruned) that let `group` fit on GPU model `model`.
+
+    `group`'s pods must already be restricted to `model`. Returns (plan, "") or (None, why not).
+    """
+    amount_gpus = sum(p.gpu_request_milli for p in group.pods) / MILLI_PER_GPU
+    candidates: list[tuple[tuple[int, int, int, float, str], RunningGang, str]] = []
+    too_young = 0
+    for victim in running.plausible(usage, gang_queue, gang_priority, model, amount_gpus, rules):
+        victim_models = sorted(running.models[victim.name])
+        if model not in victim_models:
+            continue
+        found = _candidate_reason(
+            usage, gang_queue, gang_priority, victim, model, amount_gpus, victim_models, rules
+        )
+        if found is None:
+            continue
+        if victim.runtime_s(now_s) < rules.min_runtime_s:
+            too_young += 1
+            continue
+        kind, reason = found
+        started = victim.started_s if victim.started_s is not None else now_s
+        key = (kind, int(not victim.preemptible), victim.priority, -started, victim.name)
+        candidates.append((key, victim, reason))
+    candidates.sort(key=lambda item: item[0])
+    young = (
+        f" ({too_young} ran less than the minimum {rules.min_runtime_s:g} s)" if too_young else ""
+    )
+    if not candidates:
+        return None, f"no gang may be preempted for it on {model}{young}"
+
+    def attempt(victims: Sequence[RunningGang]) -> Decision | None:
+        return _placement_without(scheduler, snapshot, group, victims, usage, gang_queue, rng)
+
+    chosen: list[tuple[RunningGang, str]] = []
+    decision: Decision | None = None
+    for _, victim, reason in candidates:
+        if not _still_borrowing(victim, reason, chosen, usage, gang_queue, snapshot):
+            continue
+        chosen.append((victim, reason))
+        decision = attempt([v for v, _ in chosen])
+        if decision is not None:
+            break
+    if decision is None:
+        return None, (
+            f"evicting all {len(candidates)} gangs that may be preempted on {model} would not "
+            f"make room{young}"
+        )
+    for victim, _reason in reversed(list(chosen)):  # prune: latest additions first
+        fewer = [v for v, _ in chosen if v is not victim]
+        smaller = attempt(fewer) if fewer else None
+        if smaller is not None:
+            chosen = [(v, r) for v, r in chosen if v is not victim]
+            decision = smaller
+    evictions = tuple(
+        Eviction(
+            gang=victim,
+            by=group.name,
+            reason=(
+                f"gang {victim.name} (queue {victim.queue}, priority {victim.priority}) "
+                f"preempted for gang {group.name} (queue {gang_queue}, priority "
+                f"{gang_priority}) on {model}: {reason}"
+            ),
+        )
+        for victim, reason in chosen
+    )
+    return PreemptionPlan(evictions, decision, {p.name: p for p in group.pods}), ""
+
+
+def _still_borrowing(
+    victim: RunningGang,
+    reason: str,
+    chosen: Sequence[tuple[RunningGang, str]],
+    usage: QueueUsage,
+    gang_queue: str,
+    snapshot: ClusterSnapshot,
+) -> bool:
+    """A reclaim victim's queue must still borrow once the victims chosen before it are gone."""
+    if not reason.startswith("reclaim"):
+        return True
+    after = usage.copy()
+    for earlier, _ in chosen:
+        after.add(earlier.queue, earlier.gpus_by_model(snapshot), sign=-1.0)
+    theirs = usage.tree.below_common_ancestor(victim.queue, gang_queue)
+    return borrowing(after, theirs, sorted(victim.gpus_by_model(snapshot))) is not None
+
+
+def _placement_without(
+    scheduler: Scheduler,
+    snapshot: ClusterSnapshot,
+    group: PodGroup,
+    victims: Sequence[RunningGang],
+    usage: QueueUsage,
+    gang_queue: str,
+    rng: np.random.Generator,
+) -> Decision | None:
+    """Where `group` goes once `victims` are gone (tried on a copy), within its limits."""
+    trial = snapshot.copy()
+    after = usage.copy()
+    for victim in victims:
+        for pod, node, gpus in victim.pods:
+            trial.release(node, pod, gpus)
+        after.add(victim.queue, victim.gpus_by_model(snapshot), sign=-1.0)
+    decision = place(scheduler, trial, group, rng)
+    if not decision.placed:
+        return None
+    pods = {p.name: p for p in group.pods}
+    placed = gpus_by_model(
+        trial, [(pods[p.pod], trial.node_index(p.node)) for p in decision.placements]
+    )
+    for model, amount in placed.items():
+        if exceeded(after, after.tree.chain(gang_queue), model, amount, "limit") is not None:
+            return None
+    return decision
+
+
+def place(
+    scheduler: Scheduler, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
+) -> Decision:
+    """Place a lone pod or a gang on `snapshot` (committed if placed); the subject is the gang."""
+    if len(group.pods) == 1 and group.min_member == 1:
+        decision = scheduler.schedule_pod(snapshot, group.pods[0], rng)
+        return decision.model_copy(update={"subject": group.name})
+    return scheduler.schedule_group(snapshot, group, rng)

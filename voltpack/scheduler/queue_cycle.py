@@ -1,0 +1,292 @@
+"""A scheduling cycle with queues: fair order, limits, then reclaim or preemption if needed.
+
+Pure. Each step takes the next gang in the ordering's order (queues by share, root level
+first; within a queue by priority and arrival), asked again after every placement; a gang
+whose queue (or an ancestor) would go over a limit stays pending with the reason; a gang that
+does not fit may evict whole gangs (`preemption.py`). Gangs placed in this cycle are never
+evicted in the same cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.decision import Decision
+from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
+from voltpack.model.workload import PodGroup
+from voltpack.policies.fair_share import QueueOrdering
+from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.preemption import (
+    Eviction,
+    PreemptionRules,
+    RunningGang,
+    VictimPool,
+    find_victims,
+    gpus_by_model,
+    place,
+)
+from voltpack.scheduler.queues import (
+    GpuAmounts,
+    QueueTree,
+    QueueUsage,
+    at_limit,
+    borrowed,
+    exceeded,
+)
+
+
+@dataclass(frozen=True)
+class PendingGang:
+    """A gang waiting to be placed, in a queue, with a priority and an arrival rank."""
+
+    group: PodGroup
+    queue: str
+    priority: int = 0
+    arrival: int = 0
+    """Lower arrived earlier."""
+    preemptible: bool = False
+
+    @property
+    def gpus(self) -> float:
+        """GPUs the whole gang asks for."""
+        return sum(p.gpu_request_milli for p in self.group.pods) / MILLI_PER_GPU
+
+
+@dataclass
+class QueueReport:
+    """What one queue (with its subtree) holds and waits for after the cycle."""
+
+    allocated_gpus: GpuAmounts
+    borrowed_gpus: GpuAmounts
+    pending_gangs: int
+    at_limit: list[str] = field(default_factory=list)
+    """One message per reached limit, e.g. 'queue a: A100 16 of limit 16 GPUs'."""
+    held_by_limit: int = 0
+    """Gangs of this queue's subtree kept pending by this queue's limit."""
+
+
+@dataclass
+class QueueCyclePlan:
+    """Decisions in the order tried, evictions to carry out, and the queues' reports."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    placed: list[RunningGang] = field(default_factory=list)
+    reports: dict[str, QueueReport] = field(default_factory=dict)
+
+
+def snapshot_capacity(snapshot: ClusterSnapshot) -> GpuAmounts:
+    """GPUs per GPU model in the cluster."""
+    capacity: GpuAmounts = {}
+    for row, model_index in enumerate(snapshot.node_gpu_model):
+        if model_index != NO_GPU_MODEL:
+            model = snapshot.gpu_models[int(model_index)]
+            capacity[model] = capacity.get(model, 0.0) + float(snapshot.gpu_count[row])
+    return capacity
+
+
+def accepted_models(snapshot: ClusterSnapshot, group: PodGroup) -> list[str]:
+    """GPU models of the cluster that every GPU pod of the gang accepts."""
+    models = list(snapshot.gpu_models)
+    for pod in group.pods:
+        if pod.num_gpu and pod.gpu_models:
+            models = [m for m in models if m in pod.gpu_models]
+    return models
+
+
+def restricted(group: PodGroup, models: Sequence[str]) -> PodGroup:
+    """The gang with every GPU pod limited to `models`."""
+    pods = tuple(
+        pod.model_copy(update={"gpu_models": tuple(models)}) if pod.num_gpu else pod
+        for pod in group.pods
+    )
+    return group.model_copy(update={"pods": pods})
+
+
+def schedule_queues(
+    scheduler: Scheduler,
+    snapshot: ClusterSnapshot,
+    tree: QueueTree,
+    pending: Sequence[PendingGang],
+    running: Sequence[RunningGang],
+    ordering: QueueOrdering,
+    rules: PreemptionRules,
+    now_s: float,
+    rng: np.random.Generator,
+    before_each: Callable[[PendingGang], None] | None = None,
+) -> QueueCyclePlan:
+    """Decide every pending gang on `snapshot` (which the decisions change).
+
+    `before_each` is called with each gang just before it is tried (e.g. to show the scoring
+    strategy its arrival, as the simulator does).
+
+    Running gangs of an unknown or invalid queue keep running; they count for no queue and are
+    never evicted.
+    """
+    plan = QueueCyclePlan()
+    usage = QueueUsage(tree)
+    victims = VictimPool((g for g in running if g.queue in tree.queues), snapshot)
+    for holder in (g for gangs in victims.by_queue.values() for g in gangs):
+        usage.add(holder.queue, victims.models[holder.name])
+    capacity = snapshot_capacity(snapshot)
+    waiting: dict[str, list[PendingGang]] = {}
+    held_by_limit: dict[str, int] = {}
+    for gang in pending:
+        problem = tree.problem(gang.queue)
+        if problem is not None:
+            plan.decisions.append(
+                Decision(subject=gang.group.name, placed=False, reason=f"gang waits: {problem}")
+            )
+            continue
+        waiting.setdefault(gang.queue, []).append(gang)
+    for gangs in waiting.values():
+        gangs.sort(key=lambda g: (ordering.gang_key(g.priority, g.arrival), g.group.name))
+    unplaced: list[PendingGang] = []
+    while waiting:
+
+        def rank(queue: str) -> tuple[tuple[float, ...], tuple[int, ...], str]:
+            head = waiting[queue][0]
+            path = tuple(
+                ordering.queue_share(usage.of(q), capacity, tree.queues[q].weight)
+                for q in reversed(tree.chain(queue))
+            )
+            return path, ordering.gang_key(head.priority, head.arrival), head.group.name
+
+        queue = min(waiting, key=rank)
+        gang = waiting[queue].pop(0)
+        if not waiting[queue]:
+            del waiting[queue]
+        if before_each is not None:
+            before_each(gang)
+        decision = _decide(
+            scheduler, snapshot, tree, usage, gang, victims, rules, now_s, rng, plan, held_by_limit
+        )
+        plan.decisions.append(decision)
+        if not decision.placed:
+            unplaced.append(gang)
+    plan.reports = _reports(tree, usage, unplaced, held_by_limit)
+    return plan
+
+
+def _decide(
+    scheduler: Scheduler,
+    snapshot: ClusterSnapshot,
+    tree: QueueTree,
+    usage: QueueUsage,
+    gang: PendingGang,
+    victims: VictimPool,
+    rules: PreemptionRules,
+    now_s: float,
+    rng: np.random.Generator,
+    plan: QueueCyclePlan,
+    held_by_limit: dict[str, int],
+) -> Decision:
+    group, chain = gang.group, tree.chain(gang.queue)
+    needs_gpus = gang.gpus > 0
+    models = accepted_models(snapshot, group) if needs_gpus else []
+    allowed = [m for m in models if exceeded(usage, chain, m, gang.gpus, "limit") is None]
+    if needs_gpus and models and not allowed:
+        bound = exceeded(usage, chain, models[0], gang.gpus, "limit")
+        assert bound is not None
+        held_by_limit[bound.queue] = held_by_limit.get(bound.queue, 0) + 1
+        return Decision(
+            subject=group.name,
+            placed=False,
+            reason=(
+                f"gang {group.name} waits: {bound.describe('limit')} in use with it, over the "
+                f"limit (the gang needs {gang.gpus:g} GPUs)"
+            ),
+        )
+    trial_group = restricted(group, allowed) if allowed and allowed != models else group
+    decision = place(scheduler, snapshot, trial_group, rng)
+    if decision.placed:
+        _record(snapshot, usage, gang, trial_group, decision, now_s, plan)
+        return decision
+    if not needs_gpus or not (rules.reclaim or rules.priority_preemption):
+        return decision
+    reasons = []
+    for model in _guaranteed_first(usage, chain, allowed, gang.gpus):
+        one_model = restricted(group, [model])
+        found, why = find_victims(
+            scheduler, snapshot, one_model, gang.queue, gang.priority, model,
+            victims, usage, now_s, rules, rng,
+        )  # fmt: skip
+        if found is None:
+            reasons.append(why)
+            continue
+        for eviction in found.evictions:
+            for pod, node, gpus in eviction.gang.pods:
+                snapshot.release(node, pod, gpus)
+            usage.add(eviction.gang.queue, eviction.gang.gpus_by_model(snapshot), sign=-1.0)
+            victims.remove(eviction.gang)
+            plan.evictions.append(eviction)
+        for placement in found.decision.placements:
+            node = snapshot.node_index(placement.node)
+            snapshot.allocate(node, found.pods[placement.pod], placement.gpu_indices)
+        names = ", ".join(e.gang.name for e in found.evictions)
+        placed = found.decision.model_copy(
+            update={"reason": f"{found.decision.reason}; after preempting {names}"}
+        )
+        _record(snapshot, usage, gang, one_model, placed, now_s, plan)
+        return placed
+    return decision.model_copy(
+        update={"reason": f"{decision.reason}; no preemption: " + "; ".join(reasons)}
+    )
+
+
+def _guaranteed_first(
+    usage: QueueUsage, chain: Sequence[str], models: Sequence[str], gpus: float
+) -> list[str]:
+    """`models`, those on which the gang stays within its guarantees first."""
+    return sorted(models, key=lambda m: exceeded(usage, chain, m, gpus, "guaranteed") is not None)
+
+
+def _record(
+    snapshot: ClusterSnapshot,
+    usage: QueueUsage,
+    gang: PendingGang,
+    group: PodGroup,
+    decision: Decision,
+    now_s: float,
+    plan: QueueCyclePlan,
+) -> None:
+    pods = {p.name: p for p in group.pods}
+    placed = tuple(
+        (pods[p.pod], snapshot.node_index(p.node), p.gpu_indices) for p in decision.placements
+    )
+    running = RunningGang(
+        name=group.name,
+        queue=gang.queue,
+        priority=gang.priority,
+        preemptible=gang.preemptible,
+        started_s=now_s,
+        pods=placed,
+    )
+    usage.add(gang.queue, gpus_by_model(snapshot, ((p, n) for p, n, _ in placed)))
+    plan.placed.append(running)
+
+
+def _reports(
+    tree: QueueTree,
+    usage: QueueUsage,
+    unplaced: Sequence[PendingGang],
+    held_by_limit: dict[str, int],
+) -> dict[str, QueueReport]:
+    pending: dict[str, int] = {}
+    for gang in unplaced:
+        for queue in tree.chain(gang.queue):
+            pending[queue] = pending.get(queue, 0) + 1
+    return {
+        name: QueueReport(
+            allocated_gpus={m: round(v, 6) for m, v in sorted(usage.of(name).items())},
+            borrowed_gpus=borrowed(usage, name),
+            pending_gangs=pending.get(name, 0),
+            at_limit=[b.describe("limit") for b in at_limit(usage, name)],
+            held_by_limit=held_by_limit.get(name, 0),
+        )
+        for name in sorted(tree.queues)
+    }
