@@ -32,6 +32,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/power_oversubscription.py
 	$(BIN)/python benchmarks/power_oversubscription.py --training-share 0 \
 		--name power_oversubscription_inference_only
+	$(BIN)/python benchmarks/hetero_gavel.py
+	$(BIN)/python benchmarks/hetero_gavel.py --trace data/gavel/msr-seed0/103959.trace --cluster 16:16:16
+	$(BIN)/python benchmarks/hetero_gavel.py --trace data/gavel/physical_cluster/max_min_fairness.trace \
+		--cluster 4:4:4
+	$(BIN)/python benchmarks/hetero_gavel.py --generate 600:200:1 --cluster 36:36:36
 
 crds: $(STAMP)
 	$(BIN)/python -m voltpack.operator.crds helm/voltpack/crds

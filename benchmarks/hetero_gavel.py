@@ -10,6 +10,7 @@ Usage:
   python benchmarks/hetero_gavel.py                                  # the anchor trace, 8:8:8
   python benchmarks/hetero_gavel.py --trace data/gavel/msr-seed0/103959.trace --cluster 16:16:16
   python benchmarks/hetero_gavel.py --trace my.trace --cluster 36:36:36 --out /tmp/results
+  python benchmarks/hetero_gavel.py --generate 400:600:1 --durations philly --cluster 36:36:36
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from voltpack.policies.hetero.allocation import AllocationInput
 from voltpack.policies.hetero.registry import allocation_policy_names, make_allocation_policy
 from voltpack.sim.datasets import data_dir
 from voltpack.sim.hetero import RoundConfig, RoundSimulator, summarize
-from voltpack.sim.traces.gavel import load_gavel_trace
+from voltpack.sim.traces.gavel import GavelJob, load_gavel_trace
+from voltpack.sim.traces.gavel_generator import (
+    GeneratorConfig,
+    generate_trace,
+    load_philly_distribution,
+)
 
 ANCHOR_TRACE = "gavel_gen_120jobs_lam1200_seed0.trace"
 ANCHOR_CLUSTER = (8, 8, 8)
@@ -55,6 +61,28 @@ def parse_cluster(text: str) -> dict[str, int]:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise SystemExit(f"--cluster {text!r}: expected V:P:K, e.g. 8:8:8")
     return dict(zip(("v100", "p100", "k80"), map(int, parts), strict=True))
+
+
+def generated(spec: str, durations: str, table: ThroughputTable) -> tuple[str, list[GavelJob]]:
+    """A trace from Gavel's generator: 'JOBS:MEAN_INTERARRIVAL_S:SEED', multi-GPU jobs on."""
+    parts = spec.split(":")
+    if len(parts) != 3:
+        raise SystemExit(f"--generate {spec!r}: expected JOBS:MEAN_INTERARRIVAL_S:SEED")
+    jobs, lam, seed = int(parts[0]), float(parts[1]), int(parts[2])
+    config = GeneratorConfig(
+        num_jobs=jobs,
+        mean_interarrival_s=lam,
+        seed=seed,
+        multi_gpu=True,
+        durations="philly" if durations == "philly" else "gavel",
+    )
+    philly = (
+        load_philly_distribution(data_dir() / "gavel" / "philly_job_distribution.csv")
+        if durations == "philly"
+        else None
+    )
+    name = f"generated_{jobs}jobs_lam{lam:g}_seed{seed}_{durations}"
+    return name, generate_trace(config, table, philly)
 
 
 def solve_speed(
@@ -146,6 +174,8 @@ def markdown(figures: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=None, help="a Gavel-format trace")
+    parser.add_argument("--generate", default=None, help="JOBS:MEAN_INTERARRIVAL_S:SEED instead")
+    parser.add_argument("--durations", choices=("gavel", "philly"), default="gavel")
     parser.add_argument("--cluster", default="8:8:8", help="GPUs as V100:P100:K80")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
     parser.add_argument("--name", default=None, help="results file stem")
@@ -157,12 +187,15 @@ def main() -> None:
     args = parser.parse_args()
 
     gavel = data_dir() / "gavel"
-    trace_path = args.trace or gavel / "generated" / ANCHOR_TRACE
     cluster = parse_cluster(args.cluster)
     table = load_gavel_throughputs(gavel / "simulation_throughputs.json")
-    trace = load_gavel_trace(trace_path)
+    if args.generate:
+        trace_name, trace = generated(args.generate, args.durations, table)
+    else:
+        trace_path = args.trace or gavel / "generated" / ANCHOR_TRACE
+        trace_name, trace = trace_path.name, load_gavel_trace(trace_path)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    anchored = trace_path.name == ANCHOR_TRACE and tuple(cluster.values()) == ANCHOR_CLUSTER
+    anchored = trace_name == ANCHOR_TRACE and tuple(cluster.values()) == ANCHOR_CLUSTER
     runs: list[dict[str, Any]] = []
     for name in policies:
         for mechanism, compatible in MECHANISMS.items():
@@ -181,7 +214,7 @@ def main() -> None:
                 flush=True,
             )
     figures: dict[str, Any] = {
-        "trace": trace_path.name,
+        "trace": trace_name,
         "cluster": args.cluster,
         "round_s": args.round_s,
         "jobs": len(trace),
@@ -199,7 +232,7 @@ def main() -> None:
             "baseline_p99": baseline_p99,
             "change_pct": (best["avg_jct_s"] / baseline_avg - 1) * 100,
         }
-    stem = args.name or ("hetero_gavel" if anchored else f"hetero_gavel_{trace_path.stem}")
+    stem = args.name or ("hetero_gavel" if anchored else f"hetero_gavel_{Path(trace_name).stem}")
     args.out.mkdir(parents=True, exist_ok=True)
     document = {"benchmark": "hetero_gavel", "machine": machine(), **figures}
     (args.out / f"{stem}.json").write_text(json.dumps(document, indent=1) + "\n")
