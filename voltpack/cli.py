@@ -26,6 +26,7 @@ from voltpack.operator.connect import api_client
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.perf.throughput_table import load_gavel_throughputs
+from voltpack.policies.fair_share import ordering_summaries
 from voltpack.policies.hetero.registry import allocation_policy_summaries, make_allocation_policy
 from voltpack.policies.power.registry import power_policy_summaries
 from voltpack.policies.registry import strategy_names, strategy_summaries
@@ -298,6 +299,10 @@ def policy_strategies() -> None:
     for name, summary in power_policy_summaries().items():
         power.add_row(name, summary)
     console.print(power)
+    ordering = Table("queue ordering (spec.queueing.ordering)", "definition")
+    for name, summary in ordering_summaries().items():
+        ordering.add_row(name, summary)
+    console.print(ordering)
     allocation = Table("training allocation policy (simulate-training)", "definition")
     for name, summary in allocation_policy_summaries().items():
         allocation.add_row(name, summary)

@@ -178,6 +178,10 @@ def test_policy_strategies_lists_every_strategy() -> None:
         "fgd",
         "headroom",
         "thresholds",
+        "fair-share",
+        "priority-fifo",
+        "max_min_fairness_perf",
+        "shortest_remaining_perf",
     ):
         assert name in result.stdout
 
