@@ -1,0 +1,450 @@
+"""The admin REST API (FastAPI), versioned under /api/v1; OpenAPI at /openapi.json."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from voltpack import __version__
+from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
+from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
+from voltpack.api.simulations import SimulationRequest, SimulationRunner
+from voltpack.api.sources import (
+    AuditEntry,
+    ClusterSource,
+    History,
+    PolicyHolder,
+    SimulationRun,
+    SourceUnavailableError,
+)
+from voltpack.model.admin import (
+    ClusterSummary,
+    DryRunResult,
+    JobView,
+    NodeView,
+    PowerDomainView,
+    QueueView,
+)
+from voltpack.model.errors import PolicyError
+from voltpack.policies.schema import PolicyFile, parse_policy
+
+API_PREFIX = "/api/v1"
+MAX_PAGE = 1000
+
+
+@dataclass
+class ApiDependencies:
+    """Everything the routes use; the `voltpack api` command builds it."""
+
+    cluster: ClusterSource
+    policies: PolicyHolder
+    authenticator: Authenticator
+    authorizer: Authorizer
+    history: History | None = None
+    simulations: SimulationRunner = field(default_factory=SimulationRunner)
+    clock: Callable[[], float] = time.time
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PolicyText(_Body):
+    """A policy file's YAML text."""
+
+    text: str = Field(min_length=1, max_length=1_000_000)
+
+
+class PolicyValidation(BaseModel):
+    """Whether a policy file is valid, and if not, what is wrong (naming the field)."""
+
+    valid: bool
+    name: str | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
+class ActivePolicy(BaseModel):
+    """The policy the scheduler runs."""
+
+    name: str
+    text: str
+    policy: dict[str, Any]
+
+
+class ManualCap(_Body):
+    """A hand-set power cap for a domain (null removes it)."""
+
+    cap_w: float | None = Field(default=None, gt=0, le=1e9)
+
+
+class DecisionItem(BaseModel):
+    """One scheduling decision with its reason."""
+
+    id: int
+    at_s: float
+    subject: str
+    job: str | None
+    node: str | None
+    placed: bool
+    reason: str
+    policy: str
+
+
+class DecisionPageView(BaseModel):
+    """A page of decisions, newest first; pass `next_cursor` as `cursor` for the next page."""
+
+    items: list[DecisionItem]
+    next_cursor: str | None
+
+
+class AuditItem(BaseModel):
+    """One administrative action."""
+
+    at_s: float
+    user: str
+    action: str
+    target: str
+    outcome: str
+    detail: dict[str, Any]
+
+
+class SimulationView(BaseModel):
+    """A what-if simulation run."""
+
+    id: str
+    status: str
+    progress: float
+    created_at_s: float
+    request: dict[str, Any]
+    error: str | None = None
+
+
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "description": text}
+    for code, text in (
+        (401, "no or unknown bearer token"),
+        (403, "the caller's role does not allow this"),
+        (503, "the cluster, the database or the auth back end is unreachable"),
+    )
+}
+
+
+def create_app(deps: ApiDependencies) -> FastAPI:
+    """The FastAPI application over `deps`."""
+    app = FastAPI(
+        title="voltpack admin API",
+        version=__version__,
+        description="Cluster state, scheduling decisions, power, policies and what-if runs.",
+        responses=PROBLEMS,
+    )
+    install_problem_handlers(app)
+
+    def require(verb: Verb) -> Callable[..., Principal]:
+        def check(
+            authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+        ) -> Principal:
+            challenge = {"WWW-Authenticate": 'Bearer realm="voltpack"'}
+            if not authorization or not authorization.lower().startswith("bearer "):
+                raise ApiProblemError(
+                    401,
+                    "unauthenticated",
+                    "Authentication required",
+                    "send 'Authorization: Bearer <token>'",
+                    headers=challenge,
+                )
+            token = authorization[7:].strip()
+            try:
+                principal = deps.authenticator.authenticate(token) if token else None
+                if principal is None:
+                    raise ApiProblemError(
+                        401,
+                        "unauthenticated",
+                        "Unknown token",
+                        "the bearer token is not valid",
+                        headers=challenge,
+                    )
+                verdict = deps.authorizer.authorize(principal, verb)
+            except AuthUnavailableError as exc:
+                raise ApiProblemError(
+                    503, "auth-unavailable", "Cannot check the token", str(exc)
+                ) from None
+            if not verdict.allowed:
+                raise ApiProblemError(
+                    403,
+                    "forbidden",
+                    "Not allowed",
+                    f"{verb} on voltpack.io/adminapi: {verdict.reason}",
+                )
+            return principal
+
+        return check
+
+    def read(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except SourceUnavailableError as exc:
+            raise ApiProblemError(
+                503, "cluster-unavailable", "Cluster unavailable", str(exc)
+            ) from None
+
+    def history() -> History:
+        if deps.history is None:
+            raise ApiProblemError(
+                503,
+                "history-unavailable",
+                "History unavailable",
+                "no database is configured (voltpack api --database-url)",
+            )
+        return deps.history
+
+    def audit(user: Principal, action: str, target: str, outcome: str, **detail: Any) -> None:
+        if deps.history is None:
+            return
+        # the store buffers or counts what it cannot write
+        with contextlib.suppress(SourceUnavailableError):
+            deps.history.record_audit(
+                AuditEntry(deps.clock(), user.user, action, target, outcome, dict(detail))
+            )
+
+    def parse(text: str) -> PolicyFile:
+        try:
+            return parse_policy(text, "request body")
+        except PolicyError as exc:
+            raise ApiProblemError(422, "invalid-policy", "Invalid policy file", str(exc)) from None
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(f"{API_PREFIX}/cluster", response_model=ClusterSummary, tags=["cluster"])
+    def cluster(_: Annotated[Principal, Depends(require("get"))]) -> ClusterSummary:
+        """The cluster at a glance: nodes, GPUs per model, jobs, queues and power."""
+        summary: ClusterSummary = read(deps.cluster.summary)
+        return summary
+
+    @app.get(f"{API_PREFIX}/nodes", response_model=list[NodeView], tags=["cluster"])
+    def nodes(_: Annotated[Principal, Depends(require("get"))]) -> list[NodeView]:
+        """Every node with its GPUs' health, allocation and power."""
+        found: list[NodeView] = read(deps.cluster.nodes)
+        return found
+
+    @app.get(f"{API_PREFIX}/nodes/{{name}}", response_model=NodeView, tags=["cluster"])
+    def node(name: str, _: Annotated[Principal, Depends(require("get"))]) -> NodeView:
+        """One node."""
+        for item in read(deps.cluster.nodes):
+            if item.name == name:
+                found: NodeView = item
+                return found
+        raise ApiProblemError(
+            404, "not-found", "No such node", f"node {name!r} is not in the cluster"
+        )
+
+    @app.get(f"{API_PREFIX}/jobs", response_model=list[JobView], tags=["workloads"])
+    def jobs(
+        _: Annotated[Principal, Depends(require("get"))],
+        pending: Annotated[bool | None, Query(description="only pending (true) or not")] = None,
+        queue: Annotated[str | None, Query(max_length=253)] = None,
+    ) -> list[JobView]:
+        """Jobs and pod groups with their placement, or why they are pending."""
+        found: list[JobView] = read(deps.cluster.jobs)
+        if pending is not None:
+            found = [j for j in found if (j.pending_reason is not None) == pending]
+        if queue is not None:
+            found = [j for j in found if j.queue == queue]
+        return found
+
+    @app.get(
+        f"{API_PREFIX}/jobs/{{namespace}}/{{name}}", response_model=JobView, tags=["workloads"]
+    )
+    def job(namespace: str, name: str, _: Annotated[Principal, Depends(require("get"))]) -> JobView:
+        """One job."""
+        for item in read(deps.cluster.jobs):
+            if item.namespace == namespace and item.name == name:
+                found: JobView = item
+                return found
+        raise ApiProblemError(404, "not-found", "No such job", f"job {namespace}/{name} is unknown")
+
+    @app.get(f"{API_PREFIX}/queues", response_model=list[QueueView], tags=["workloads"])
+    def queues(_: Annotated[Principal, Depends(require("get"))]) -> list[QueueView]:
+        """Queues with usage against quota."""
+        found: list[QueueView] = read(deps.cluster.queues)
+        return found
+
+    @app.get(f"{API_PREFIX}/power/domains", response_model=list[PowerDomainView], tags=["power"])
+    def power_domains(_: Annotated[Principal, Depends(require("get"))]) -> list[PowerDomainView]:
+        """Power domains with budget, power, headroom and the actions in effect."""
+        found: list[PowerDomainView] = read(deps.cluster.power_domains)
+        return found
+
+    @app.post(
+        f"{API_PREFIX}/power/domains/{{name}}/cap",
+        response_model=PowerDomainView,
+        tags=["power"],
+    )
+    def cap_domain(
+        name: str, body: ManualCap, user: Annotated[Principal, Depends(require("cap"))]
+    ) -> PowerDomainView:
+        """Cap a domain by hand below its budget (cap_w null removes the manual cap)."""
+        try:
+            view: PowerDomainView = read(lambda: deps.cluster.set_manual_cap(name, body.cap_w))
+        except KeyError:
+            audit(user, "power.cap", name, "not-found", cap_w=body.cap_w)
+            raise ApiProblemError(
+                404, "not-found", "No such power domain", f"power domain {name!r} is unknown"
+            ) from None
+        audit(user, "power.cap", name, "applied", cap_w=body.cap_w)
+        return view
+
+    @app.get(f"{API_PREFIX}/decisions", response_model=DecisionPageView, tags=["history"])
+    def decisions(
+        _: Annotated[Principal, Depends(require("get"))],
+        job: Annotated[str | None, Query(max_length=253)] = None,
+        node: Annotated[str | None, Query(max_length=253)] = None,
+        since_s: Annotated[float | None, Query(ge=0, le=1e11)] = None,
+        until_s: Annotated[float | None, Query(ge=0, le=1e11)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> DecisionPageView:
+        """The decision log, newest first, filtered by job, node and time; paginated."""
+        store = history()
+        try:
+            page = store.query_decisions(job, node, since_s, until_s, limit, cursor)
+        except SourceUnavailableError as exc:
+            raise ApiProblemError(
+                503, "history-unavailable", "History unavailable", str(exc)
+            ) from None
+        except ValueError as exc:
+            raise ApiProblemError(400, "invalid-cursor", "Invalid cursor", str(exc)) from None
+        return DecisionPageView(
+            items=[DecisionItem(**vars(item)) for item in page.items],
+            next_cursor=page.next_cursor,
+        )
+
+    @app.get(f"{API_PREFIX}/audit", response_model=list[AuditItem], tags=["history"])
+    def audit_log(
+        _: Annotated[Principal, Depends(require("get"))],
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> list[AuditItem]:
+        """Administrative actions, newest first: who, what, when, and the outcome."""
+        try:
+            entries = history().list_audit(limit)
+        except SourceUnavailableError as exc:
+            raise ApiProblemError(
+                503, "history-unavailable", "History unavailable", str(exc)
+            ) from None
+        return [AuditItem(**vars(e)) for e in entries]
+
+    @app.get(f"{API_PREFIX}/policy", response_model=ActivePolicy, tags=["policy"])
+    def active_policy(_: Annotated[Principal, Depends(require("get"))]) -> ActivePolicy:
+        """The active policy file."""
+        policy, text = read(deps.policies.active)
+        return ActivePolicy(name=policy.metadata.name, text=text, policy=policy.model_dump())
+
+    @app.post(f"{API_PREFIX}/policy/validate", response_model=PolicyValidation, tags=["policy"])
+    def validate_policy(
+        body: PolicyText, _: Annotated[Principal, Depends(require("dryrun"))]
+    ) -> PolicyValidation:
+        """Validate a policy file; errors name the field and the allowed values."""
+        try:
+            policy = parse_policy(body.text, "request body")
+        except PolicyError as exc:
+            return PolicyValidation(valid=False, errors=[str(exc)])
+        return PolicyValidation(valid=True, name=policy.metadata.name)
+
+    @app.post(f"{API_PREFIX}/policy/dry-run", response_model=DryRunResult, tags=["policy"])
+    def dry_run(
+        body: PolicyText, user: Annotated[Principal, Depends(require("dryrun"))]
+    ) -> DryRunResult:
+        """What the policy would bind, leave pending, preempt and cap on the cluster now."""
+        policy = parse(body.text)
+        result: DryRunResult = read(lambda: deps.cluster.dry_run(policy))
+        audit(user, "policy.dry-run", policy.metadata.name, "done", binds=result.binds)
+        return result
+
+    @app.put(f"{API_PREFIX}/policy", response_model=ActivePolicy, tags=["policy"])
+    def apply_policy(
+        body: PolicyText, user: Annotated[Principal, Depends(require("apply"))]
+    ) -> ActivePolicy:
+        """Validate and apply a policy file; the scheduler picks it up on its next cycle."""
+        try:
+            policy = parse_policy(body.text, "request body")
+        except PolicyError as exc:
+            audit(user, "policy.apply", "?", "invalid", error=str(exc))
+            raise ApiProblemError(422, "invalid-policy", "Invalid policy file", str(exc)) from None
+        read(lambda: deps.policies.apply(policy, body.text))
+        audit(user, "policy.apply", policy.metadata.name, "applied")
+        return ActivePolicy(name=policy.metadata.name, text=body.text, policy=policy.model_dump())
+
+    @app.post(
+        f"{API_PREFIX}/simulations",
+        response_model=SimulationView,
+        status_code=202,
+        tags=["simulations"],
+    )
+    def submit_simulation(
+        body: SimulationRequest, user: Annotated[Principal, Depends(require("simulate"))]
+    ) -> SimulationView:
+        """Start a what-if simulation (a training trace, policies, seeds); poll it by id."""
+        try:
+            run = deps.simulations.submit(body, user.user, deps.history)
+        except ValueError as exc:
+            raise ApiProblemError(
+                422, "invalid-simulation", "Invalid simulation", str(exc)
+            ) from None
+        audit(user, "simulation.submit", run.id, "queued", trace=body.trace)
+        return _simulation_view(run)
+
+    def find_run(run_id: str) -> SimulationRun:
+        run = deps.simulations.get(run_id, deps.history)
+        if run is None:
+            raise ApiProblemError(
+                404, "not-found", "No such simulation", f"run {run_id!r} is unknown"
+            )
+        return run
+
+    @app.get(
+        f"{API_PREFIX}/simulations/{{run_id}}", response_model=SimulationView, tags=["simulations"]
+    )
+    def simulation(run_id: str, _: Annotated[Principal, Depends(require("get"))]) -> SimulationView:
+        """A simulation's status and progress."""
+        return _simulation_view(find_run(run_id))
+
+    @app.get(f"{API_PREFIX}/simulations/{{run_id}}/report", tags=["simulations"])
+    def simulation_report(
+        run_id: str, _: Annotated[Principal, Depends(require("get"))]
+    ) -> dict[str, Any]:
+        """A finished simulation's report (409 while it runs)."""
+        run = find_run(run_id)
+        if run.status != "done" or run.report is None:
+            raise ApiProblemError(
+                409,
+                "not-finished",
+                "Not finished",
+                f"run {run_id} is {run.status}" + (f": {run.error}" if run.error else ""),
+            )
+        return run.report
+
+    @app.middleware("http")
+    async def no_store(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    return app
+
+
+def _simulation_view(run: SimulationRun) -> SimulationView:
+    return SimulationView(
+        id=run.id,
+        status=run.status,
+        progress=run.progress,
+        created_at_s=run.created_at_s,
+        request=run.request,
+        error=run.error,
+    )

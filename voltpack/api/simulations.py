@@ -1,0 +1,158 @@
+"""What-if simulations submitted through the API, run one at a time in a background thread.
+
+A request names a shipped training trace (under `data/gavel/`, no other paths), a cluster and
+allocation policies; the run replays the trace once per policy and reports `summarize`'s
+figures. Runs are kept in memory and, when a history store is configured, saved there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from voltpack.api.sources import SimulationRun
+from voltpack.model.errors import VoltpackError
+from voltpack.perf.throughput_table import load_gavel_throughputs
+from voltpack.policies.hetero.registry import allocation_policy_names, make_allocation_policy
+from voltpack.sim.datasets import data_dir
+from voltpack.sim.hetero import RoundConfig, RoundSimulator, summarize
+from voltpack.sim.traces.gavel import load_gavel_trace
+
+if TYPE_CHECKING:
+    from voltpack.api.sources import History
+
+_TRACE_NAME = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.trace$")
+_CLUSTER = re.compile(r"^\d{1,4}:\d{1,4}:\d{1,4}$")
+
+
+class SimulationRequest(BaseModel):
+    """A training what-if: trace, cluster, policies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace: str = Field(
+        default="generated/gavel_gen_120jobs_lam1200_seed0.trace",
+        max_length=200,
+        description="a trace under data/gavel/, e.g. msr-seed0/103959.trace",
+    )
+    cluster: str = Field(default="8:8:8", description="GPUs as V100:P100:K80")
+    policies: list[str] = Field(
+        default_factory=lambda: ["max_min_fairness_perf", "shortest_remaining_perf"],
+        min_length=1,
+        max_length=12,
+    )
+    round_s: float = Field(default=360.0, ge=10, le=86_400)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_name(cls, value: str) -> str:
+        if not _TRACE_NAME.match(value) or ".." in value.split("/"):
+            raise ValueError("must be a relative .trace path under data/gavel/ without '..'")
+        return value
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        if not _CLUSTER.match(value) or sum(int(p) for p in value.split(":")) == 0:
+            raise ValueError("must be V100:P100:K80 GPU counts with at least one GPU")
+        return value
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, value: list[str]) -> list[str]:
+        unknown = [p for p in value if p not in allocation_policy_names()]
+        if unknown:
+            raise ValueError(
+                f"unknown policies {unknown}; allowed: {', '.join(allocation_policy_names())}"
+            )
+        return value
+
+
+class SimulationRunner:
+    """Runs submitted simulations one at a time; keeps their state."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="voltpack-sim")
+        self._runs: dict[str, SimulationRun] = {}
+        self._lock = threading.Lock()
+
+    def submit(
+        self, request: SimulationRequest, user: str, history: History | None
+    ) -> SimulationRun:
+        """Queue a run; ValueError when the trace does not exist."""
+        path = _trace_path(request.trace)
+        run = SimulationRun(
+            id=uuid.uuid4().hex[:16],
+            created_at_s=time.time(),
+            request=request.model_dump(),
+            user=user,
+        )
+        with self._lock:
+            self._runs[run.id] = run
+        self._save(run, history)
+        self._pool.submit(self._execute, run, request, path, history)
+        return run
+
+    def get(self, run_id: str, history: History | None) -> SimulationRun | None:
+        """A run by id, from memory or the history."""
+        with self._lock:
+            run = self._runs.get(run_id)
+        if run is None and history is not None:
+            try:
+                return history.load_simulation(run_id)
+            except Exception:  # an unreachable store means 'not found here'
+                return None
+        return run
+
+    def shutdown(self) -> None:
+        """Stop accepting runs; wait for the running one."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _execute(
+        self, run: SimulationRun, request: SimulationRequest, path: Path, history: History | None
+    ) -> None:
+        run.status = "running"
+        self._save(run, history)
+        try:
+            table = load_gavel_throughputs(data_dir() / "gavel" / "simulation_throughputs.json")
+            jobs = load_gavel_trace(path)
+            gpus = dict(
+                zip(("v100", "p100", "k80"), map(int, request.cluster.split(":")), strict=True)
+            )
+            config = RoundConfig(round_s=request.round_s, seed=request.seed, gavel_compatible=False)
+            results = {}
+            for done, name in enumerate(request.policies):
+                policy = make_allocation_policy(name, request.seed)
+                results[name] = summarize(RoundSimulator(policy, table, gpus, config).run(jobs))
+                run.progress = (done + 1) / len(request.policies)
+                self._save(run, history)
+            run.report = {"trace": request.trace, "cluster": request.cluster, "results": results}
+            run.status = "done"
+        except (VoltpackError, LookupError, ValueError) as exc:
+            run.status, run.error = "failed", str(exc)
+        self._save(run, history)
+
+    @staticmethod
+    def _save(run: SimulationRun, history: History | None) -> None:
+        if history is None:
+            return
+        # the run goes on in memory; the store counts what it drops
+        with contextlib.suppress(Exception):
+            history.save_simulation(run)
+
+
+def _trace_path(name: str) -> Path:
+    root = (data_dir() / "gavel").resolve()
+    path = (root / name).resolve()
+    if root not in path.parents or not path.is_file():
+        raise ValueError(f"trace {name!r} is not a file under data/gavel/")
+    return path

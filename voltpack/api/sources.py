@@ -1,0 +1,123 @@
+"""What the API reads and changes, as protocols a driver implements.
+
+The API never talks to Kubernetes or a database itself: the `voltpack api` command wires the
+operator's Kubernetes adapter (`ClusterSource`, `PolicyHolder`) and the store (`History`) in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from voltpack.model.admin import (
+    ClusterSummary,
+    DryRunResult,
+    JobView,
+    NodeView,
+    PowerDomainView,
+    QueueView,
+)
+from voltpack.policies.schema import PolicyFile
+
+
+class SourceUnavailableError(Exception):
+    """The cluster (or the database) could not be read; the message says which and why."""
+
+
+class ClusterSource(Protocol):
+    """The live cluster."""
+
+    def summary(self) -> ClusterSummary: ...
+
+    def nodes(self) -> list[NodeView]: ...
+
+    def jobs(self) -> list[JobView]: ...
+
+    def queues(self) -> list[QueueView]: ...
+
+    def power_domains(self) -> list[PowerDomainView]: ...
+
+    def dry_run(self, policy: PolicyFile) -> DryRunResult: ...
+
+    def set_manual_cap(self, domain: str, cap_w: float | None) -> PowerDomainView:
+        """Cap a domain by hand (None: remove the manual cap); KeyError for an unknown one."""
+        ...
+
+
+class PolicyHolder(Protocol):
+    """The active policy file."""
+
+    def active(self) -> tuple[PolicyFile, str]: ...
+
+    def apply(self, policy: PolicyFile, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One scheduling decision as the history keeps it."""
+
+    id: int
+    at_s: float
+    subject: str
+    job: str | None
+    node: str | None
+    placed: bool
+    reason: str
+    policy: str
+
+
+@dataclass(frozen=True)
+class DecisionPage:
+    """A page of decisions, newest first, and the cursor of the next page (None: no more)."""
+
+    items: Sequence[DecisionRecord]
+    next_cursor: str | None
+
+
+@dataclass
+class SimulationRun:
+    """A what-if simulation and how far it got."""
+
+    id: str
+    created_at_s: float
+    request: dict[str, Any]
+    status: str = "queued"
+    progress: float = 0.0
+    report: dict[str, Any] | None = None
+    error: str | None = None
+    user: str = ""
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One administrative action."""
+
+    at_s: float
+    user: str
+    action: str
+    target: str
+    outcome: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class History(Protocol):
+    """Stored history: decisions, audit, simulation runs (raise SourceUnavailableError)."""
+
+    def query_decisions(
+        self,
+        job: str | None,
+        node: str | None,
+        since_s: float | None,
+        until_s: float | None,
+        limit: int,
+        cursor: str | None,
+    ) -> DecisionPage: ...
+
+    def record_audit(self, entry: AuditEntry) -> None: ...
+
+    def list_audit(self, limit: int) -> list[AuditEntry]: ...
+
+    def save_simulation(self, run: SimulationRun) -> None: ...
+
+    def load_simulation(self, run_id: str) -> SimulationRun | None: ...

@@ -1,0 +1,131 @@
+"""What the admin API shows: read models of the cluster, built by a driver from live objects.
+
+Plain data (pydantic, JSON-ready); the operator's adapter fills them from the Kubernetes API,
+the API serves them. Units in names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GpuView(_View):
+    """One GPU of a node."""
+
+    index: int
+    model: str
+    health: str = Field(description="Healthy, Unhealthy or Unknown (from the node agent)")
+    allocated_milli: int = Field(ge=0, le=1000, description="share in use, 1000 = whole GPU")
+    pods: list[str] = Field(default_factory=list, description="namespace/name using it")
+    power_w: float | None = None
+    clock_lock_mhz: float | None = None
+    power_limit_w: float | None = None
+
+
+class NodeView(_View):
+    """One node: its GPUs, what is allocated, its power."""
+
+    name: str
+    ready: bool
+    gpu_model: str | None
+    gpus: int
+    gpus_allocated: float
+    cpu_milli: int
+    cpu_milli_allocated: int
+    memory_mib: int
+    memory_mib_allocated: int
+    power_w: float | None = None
+    power_domain: str | None = None
+    gpu_details: list[GpuView] = Field(default_factory=list)
+
+
+class WorkerView(_View):
+    """Where one pod of a job runs, or why it waits."""
+
+    pod: str
+    node: str | None
+    gpus: list[int] = Field(default_factory=list)
+    phase: str
+    pending_reason: str | None = None
+
+
+class JobView(_View):
+    """A gang (a GPUJob or a pod group) with its placement or the reason it is pending."""
+
+    namespace: str
+    name: str
+    kind: Literal["GPUJob", "PodGroup", "Pod"]
+    queue: str
+    priority: int
+    phase: str
+    gpus_requested: float
+    workers: list[WorkerView]
+    pending_reason: str | None = None
+
+
+class QueueView(_View):
+    """A queue's usage against its quotas."""
+
+    name: str
+    parent: str | None
+    weight: float
+    guaranteed_gpus: dict[str, float]
+    limit_gpus: dict[str, float]
+    allocated_gpus: dict[str, float]
+    pending_jobs: int
+    conditions: dict[str, str] = Field(default_factory=dict, description="type -> message")
+
+
+class PowerDomainView(_View):
+    """A power domain: budget, power now, headroom and the actions in effect."""
+
+    name: str
+    budget_w: float
+    power_w: float | None
+    headroom_w: float | None
+    nodes: list[str]
+    actions: dict[str, int] = Field(
+        default_factory=dict, description="GPUs per action in effect, e.g. clock-lock-1275"
+    )
+    manual_cap_w: float | None = None
+    message: str | None = None
+
+
+class ClusterSummary(_View):
+    """The cluster at a glance."""
+
+    nodes: int
+    nodes_ready: int
+    gpus_by_model: dict[str, float]
+    gpus_allocated_by_model: dict[str, float]
+    jobs_running: int
+    jobs_pending: int
+    pods_pending: int
+    queues: int
+    power_domains: int
+    power_w: float | None
+    budget_w: float | None
+    observed_at_s: float
+
+
+class PlacementChange(_View):
+    """One thing a dry run says would happen."""
+
+    action: Literal["bind", "stay-pending", "preempt", "cap", "release"]
+    subject: str
+    detail: str
+
+
+class DryRunResult(_View):
+    """What a policy would do on the current cluster, without doing it."""
+
+    policy: str
+    binds: int
+    pending: int
+    changes: list[PlacementChange]
