@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import uvicorn
 from kubernetes.client import CustomObjectsApi
 from rich.console import Console
 from rich.live import Live
@@ -19,9 +20,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from voltpack import __version__
+from voltpack.api.app import ApiDependencies, create_app
+from voltpack.api.auth import KubernetesAuth, StaticTokens
 from voltpack.emulator import EmulatorConfig, serve
 from voltpack.live_demo import ClusterCounts, run_live_demo
 from voltpack.model.errors import VoltpackError
+from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.connect import api_client
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -404,6 +408,41 @@ def operator(
     )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)
+
+
+@app.command()
+def api(
+    server: Annotated[
+        str | None, typer.Option(help="API server URL (default: in-cluster, then kubeconfig)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(help="static tokens (CSV token,user,role); default: TokenReview + RBAC"),
+    ] = None,
+    policy: Annotated[str, typer.Option(help="policy before one is applied")] = "fgd",
+    namespace: Annotated[str, typer.Option(help="namespace of the policy ConfigMap")] = (
+        "voltpack-system"
+    ),
+) -> None:
+    """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
+    try:
+        resolved, text = _resolve_policy(policy)
+        client = api_client(server)
+        auth: StaticTokens | KubernetesAuth = (
+            StaticTokens.from_file(token_file) if token_file else KubernetesAuth(client)
+        )
+    except VoltpackError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    source = KubeAdminSource(client, resolved, text, namespace=namespace)
+    deps = ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    console.print(f"voltpack api on http://{host}:{port} (auth: {type(auth).__name__})")
+    uvicorn.run(create_app(deps), host=host, port=port, log_level="info")
 
 
 @app.command()

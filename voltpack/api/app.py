@@ -1,7 +1,5 @@
 """The admin REST API (FastAPI), versioned under /api/v1; OpenAPI at /openapi.json."""
 
-from __future__ import annotations
-
 import contextlib
 import time
 from collections.abc import Callable

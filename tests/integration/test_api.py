@@ -1,0 +1,323 @@
+"""The admin API over real HTTP (uvicorn), with the emulator behind it.
+
+Tokens come from a static token file (viewer, operator, admin); the cluster is read and
+changed through the official client by the operator's adapter, exactly as `voltpack api` runs.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from kubernetes import client
+
+from tests.integration.conftest import pod_manifest, wait_for
+from voltpack.api.app import ApiDependencies, create_app
+from voltpack.api.auth import StaticTokens
+from voltpack.emulator import RunningEmulator
+from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.crds import install_crds
+from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.policies.schema import example_policy_path, load_policy
+
+TOKENS = {"viewer": "tok-viewer-1", "operator": "tok-operator-1", "admin": "tok-admin-1"}
+NAMESPACE = "voltpack-system"
+SMALL_TRACE = "physical_cluster/small_test.trace"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiServer:
+    url: str
+    emulator: RunningEmulator
+    source: KubeAdminSource
+
+    def get(self, path: str, role: str | None = "viewer", **kwargs: Any) -> httpx.Response:
+        return httpx.get(self.url + path, headers=_auth(role), timeout=30, **kwargs)
+
+    def send(self, method: str, path: str, role: str | None, body: Any = None) -> httpx.Response:
+        return httpx.request(method, self.url + path, headers=_auth(role), json=body, timeout=30)
+
+
+def _auth(role: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[role]}"} if role else {}
+
+
+@pytest.fixture
+def kube(emulator: RunningEmulator) -> Iterator[client.ApiClient]:
+    api = client.ApiClient(client.Configuration(host=emulator.url))
+    install_crds(client.ApiextensionsV1Api(api))
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def server(
+    emulator: RunningEmulator, kube: client.ApiClient, tmp_path: Path
+) -> Iterator[ApiServer]:
+    token_file = tmp_path / "tokens.csv"
+    token_file.write_text("".join(f"{t},{role}-user,{role}\n" for role, t in TOKENS.items()))
+    policy_path = example_policy_path("fgd")
+    policy = load_policy(policy_path)
+    source = KubeAdminSource(
+        client.ApiClient(client.Configuration(host=emulator.url)),
+        policy,
+        policy_path.read_text(),
+        namespace=NAMESPACE,
+        ttl_s=0.0,
+    )
+    tokens = StaticTokens.from_file(token_file)
+    app = create_app(
+        ApiDependencies(cluster=source, policies=source, authenticator=tokens, authorizer=tokens)
+    )
+    port = free_port()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    wait_for(lambda: uv.started, what="uvicorn to start")
+    try:
+        yield ApiServer(f"http://127.0.0.1:{port}", emulator, source)
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def operator(kube: client.ApiClient, emulator: RunningEmulator) -> Iterator[Operator]:
+    api = client.ApiClient(client.Configuration(host=emulator.url))
+    config = OperatorConfig(
+        policy=load_policy(example_policy_path("fgd")),
+        identity="api-test",
+        namespace=NAMESPACE,
+        cycle_interval_s=0.05,
+        lease_duration_s=2,
+        power=False,
+    )
+    running = Operator(api, config)
+    stop = threading.Event()
+    thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+        api.close()
+
+
+def operations(server: ApiServer) -> list[tuple[str, str]]:
+    schema = httpx.get(server.url + "/openapi.json", timeout=30).json()
+    found = []
+    for path, methods in schema["paths"].items():
+        concrete = path.replace("{name}", "x").replace("{namespace}", "default")
+        concrete = concrete.replace("{run_id}", "nope")
+        found += [(method.upper(), concrete) for method in methods]
+    return found
+
+
+def test_every_route_refuses_a_missing_or_unknown_token(server: ApiServer) -> None:
+    routes = operations(server)
+    assert len(routes) >= 15
+    for method, path in routes:
+        for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic x"}):
+            answer = httpx.request(method, server.url + path, headers=headers, json={}, timeout=30)
+            assert answer.status_code == 401, (method, path, headers, answer.text)
+            assert answer.headers["content-type"].startswith("application/problem+json")
+            assert answer.headers["www-authenticate"].startswith("Bearer")
+            assert answer.json()["status"] == 401
+
+
+def test_roles_allow_exactly_their_verbs(server: ApiServer) -> None:
+    policy_text = example_policy_path("best-fit").read_text()
+    mutations = {
+        ("POST", "/api/v1/policy/validate", "dryrun"): {"text": policy_text},
+        ("POST", "/api/v1/policy/dry-run", "dryrun"): {"text": policy_text},
+        ("POST", "/api/v1/simulations", "simulate"): {"trace": SMALL_TRACE, "cluster": "2:2:2"},
+        ("PUT", "/api/v1/policy", "apply"): {"text": policy_text},
+        ("POST", "/api/v1/power/domains/row-1/cap", "cap"): {"cap_w": 1000},
+    }
+    allowed = {
+        "viewer": set(),
+        "operator": {"dryrun", "simulate"},
+        "admin": {"dryrun", "simulate", "apply", "cap"},
+    }
+    for role, verbs in allowed.items():
+        for (method, path, verb), body in mutations.items():
+            answer = server.send(method, path, role, body)
+            if verb in verbs:
+                assert answer.status_code not in (401, 403), (role, path, answer.text)
+            else:
+                assert answer.status_code == 403, (role, path, answer.text)
+                assert verb in answer.json()["detail"]
+        assert server.get("/api/v1/cluster", role).status_code == 200
+
+
+def test_cluster_nodes_and_gpus_match_the_emulator(server: ApiServer) -> None:
+    summary = server.get("/api/v1/cluster").json()
+    assert summary["nodes"] == 4 and summary["nodes_ready"] == 4
+    assert summary["gpus_by_model"] == {"A100": 16.0, "V100M16": 4.0}
+    assert summary["gpus_allocated_by_model"] == {"A100": 0.0, "V100M16": 0.0}
+    nodes = {n["name"]: n for n in server.get("/api/v1/nodes").json()}
+    assert nodes["gpu-a100-0"]["gpus"] == 8 and len(nodes["gpu-a100-0"]["gpu_details"]) == 8
+    assert nodes["cpu-0"]["gpus"] == 0
+    missing = server.get("/api/v1/nodes/nope")
+    assert missing.status_code == 404 and "nope" in missing.json()["detail"]
+
+
+def test_jobs_show_placement_and_why_a_gang_waits(
+    server: ApiServer, operator: Operator, kube: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(kube)
+    gang = {"voltpack.io/pod-group": "train", "voltpack.io/min-members": "2"}
+    for i in range(2):
+        core.create_namespaced_pod("default", pod_manifest(f"train-{i}", gpus=8, annotations=gang))
+    big = {"voltpack.io/pod-group": "huge", "voltpack.io/min-members": "3"}
+    for i in range(3):
+        core.create_namespaced_pod("default", pod_manifest(f"huge-{i}", gpus=8, annotations=big))
+
+    def jobs() -> dict[str, Any]:
+        return {j["name"]: j for j in server.get("/api/v1/jobs").json()}
+
+    wait_for(lambda: jobs().get("train", {}).get("pending_reason") is None and
+             all(w["node"] for w in jobs()["train"]["workers"]), what="train placed")  # fmt: skip
+    train = jobs()["train"]
+    assert {w["node"] for w in train["workers"]} == {"gpu-a100-0", "gpu-a100-1"}
+    assert all(len(w["gpus"]) == 8 for w in train["workers"])
+    waiting = wait_for(
+        lambda: (r := jobs()["huge"]["pending_reason"]) and "waiting" not in r and r,
+        what="the reason huge waits",
+    )
+    assert "huge" in waiting
+    pending = server.get("/api/v1/jobs", params={"pending": "true"}).json()
+    assert [j["name"] for j in pending] == ["huge"]
+    summary = server.get("/api/v1/cluster").json()
+    assert summary["gpus_allocated_by_model"]["A100"] == 16.0
+    assert summary["jobs_pending"] == 1
+
+
+def test_dry_run_plans_without_binding_anything(server: ApiServer, kube: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod("default", pod_manifest("solo", gpus=4))
+    answer = server.send(
+        "POST", "/api/v1/policy/dry-run", "operator",
+        {"text": example_policy_path("best-fit").read_text()},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    result = answer.json()
+    assert result["binds"] == 1 and result["policy"] == "best-fit"
+    assert result["changes"][0]["action"] == "bind"
+    assert result["changes"][0]["subject"] == "default/solo"
+    time.sleep(0.2)
+    assert core.read_namespaced_pod("solo", "default").spec.node_name is None
+
+
+def test_a_bad_policy_is_refused_naming_the_field_and_nothing_changes(server: ApiServer) -> None:
+    bad = "apiVersion: voltpack.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: x}\n"
+    bad += "spec: {scoring: {strategy: nope}}\n"
+    validation = server.send("POST", "/api/v1/policy/validate", "operator", {"text": bad}).json()
+    assert validation["valid"] is False and "nope" in validation["errors"][0]
+    applied = server.send("PUT", "/api/v1/policy", "admin", {"text": bad})
+    assert applied.status_code == 422
+    assert applied.headers["content-type"].startswith("application/problem+json")
+    assert "strategy" in applied.json()["detail"]
+    assert server.get("/api/v1/policy").json()["name"] == "fgd"
+    broken = server.send("PUT", "/api/v1/policy", "admin", {"text": "a: [unclosed"})
+    assert broken.status_code == 422
+    empty = server.send("PUT", "/api/v1/policy", "admin", {"txt": "x"})
+    assert empty.status_code == 422 and empty.json()["errors"]
+
+
+def test_an_applied_policy_is_active_and_in_the_configmap(
+    server: ApiServer, kube: client.ApiClient
+) -> None:
+    text = example_policy_path("best-fit").read_text()
+    assert server.send("PUT", "/api/v1/policy", "admin", {"text": text}).status_code == 200
+    assert server.get("/api/v1/policy").json()["name"] == "best-fit"
+    stored = client.CoreV1Api(kube).read_namespaced_config_map("voltpack-policy", NAMESPACE)
+    assert stored.data["policy.yaml"] == text
+
+
+def test_a_manual_cap_is_written_and_shown(server: ApiServer, kube: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube)
+    budget = {
+        "apiVersion": "voltpack.io/v1alpha1",
+        "kind": "PowerBudget",
+        "metadata": {"name": "row-1"},
+        "spec": {"nodeSelector": {"matchLabels": {}}, "budgetW": 20000},
+    }
+    custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", budget)
+    capped = server.send("POST", "/api/v1/power/domains/row-1/cap", "admin", {"cap_w": 12000})
+    assert capped.status_code == 200, capped.text
+    assert capped.json()["manual_cap_w"] == 12000
+    domains = server.get("/api/v1/power/domains").json()
+    assert domains[0]["name"] == "row-1" and len(domains[0]["nodes"]) == 4
+    uncapped = server.send("POST", "/api/v1/power/domains/row-1/cap", "admin", {"cap_w": None})
+    assert uncapped.json()["manual_cap_w"] is None
+    unknown = server.send("POST", "/api/v1/power/domains/nope/cap", "admin", {"cap_w": 1})
+    assert unknown.status_code == 404
+    negative = server.send("POST", "/api/v1/power/domains/row-1/cap", "admin", {"cap_w": -5})
+    assert negative.status_code == 422
+
+
+def test_a_simulation_runs_to_a_report(server: ApiServer) -> None:
+    submitted = server.send(
+        "POST", "/api/v1/simulations", "operator",
+        {"trace": SMALL_TRACE, "cluster": "2:2:2", "policies": ["fifo", "max_min_fairness_perf"]},
+    )  # fmt: skip
+    assert submitted.status_code == 202, submitted.text
+    run_id = submitted.json()["id"]
+    done = wait_for(
+        lambda: (r := server.get(f"/api/v1/simulations/{run_id}").json())["status"] == "done" and r,
+        timeout_s=60,
+        what="the simulation",
+    )
+    assert done["progress"] == 1.0
+    report = server.get(f"/api/v1/simulations/{run_id}/report").json()
+    assert set(report["results"]) == {"fifo", "max_min_fairness_perf"}
+    assert report["results"]["fifo"]["jobs"] == 20
+
+
+@pytest.mark.parametrize(
+    ("body", "word"),
+    [
+        ({"trace": "../../etc/passwd.trace"}, "trace"),
+        ({"trace": "nope/missing.trace"}, "not a file"),
+        ({"policies": ["nope"]}, "unknown policies"),
+        ({"cluster": "0:0:0"}, "cluster"),
+        ({"round_s": 0}, "round_s"),
+    ],
+)
+def test_a_bad_simulation_is_refused_clearly(
+    server: ApiServer, body: dict[str, Any], word: str
+) -> None:
+    answer = server.send("POST", "/api/v1/simulations", "operator", body)
+    assert answer.status_code == 422, answer.text
+    assert word in answer.text
+
+
+def test_history_without_a_database_answers_503(server: ApiServer) -> None:
+    for path in ("/api/v1/decisions", "/api/v1/audit"):
+        answer = server.get(path)
+        assert answer.status_code == 503
+        assert "database" in answer.json()["detail"]
+
+
+def test_an_unreachable_cluster_answers_503(server: ApiServer) -> None:
+    server.emulator.stop()
+    answer = server.get("/api/v1/cluster")
+    assert answer.status_code == 503
+    assert answer.json()["type"].endswith("cluster-unavailable")

@@ -1,0 +1,543 @@
+"""The admin API's view of a live cluster, read through the official Kubernetes client.
+
+Implements the API's `ClusterSource` and `PolicyHolder` protocols. Every read lists the
+objects it needs (cached for `ttl_s`, so a burst of requests costs one round of list calls);
+an unreachable API server becomes `SourceUnavailableError` (the API answers 503). A dry run
+plans one scheduling cycle with the given policy on a copy of the cluster, exactly as the
+operator would, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from voltpack.api.sources import SourceUnavailableError
+from voltpack.model.admin import (
+    ClusterSummary,
+    DryRunResult,
+    GpuView,
+    JobView,
+    NodeView,
+    PlacementChange,
+    PowerDomainView,
+    QueueView,
+    WorkerView,
+)
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.errors import InvalidRequestError, PolicyError
+from voltpack.model.resources import API_GROUP, API_VERSION
+from voltpack.operator.cluster_view import build_snapshot, pending_work
+from voltpack.operator.conventions import POD_GROUP_ANNOTATION, SCHEDULER_NAME
+from voltpack.operator.cycle import QueueContext, plan_cycle
+from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
+from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
+from voltpack.policies.fair_share import make_ordering
+from voltpack.policies.registry import make_strategy
+from voltpack.policies.schema import PolicyFile, parse_policy
+from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.preemption import PreemptionRules
+
+MANUAL_CAP_ANNOTATION = "voltpack.io/manual-cap-w"
+POLICY_KEY = "policy.yaml"
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass
+class _Objects:
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    gpunodes: list[dict[str, Any]]
+    gpujobs: list[dict[str, Any]]
+    queues: list[dict[str, Any]]
+    budgets: list[dict[str, Any]]
+    pending_reasons: dict[str, str]
+    """namespace/pod -> message of its latest FailedScheduling Event."""
+    read_at_s: float
+
+
+def _items(answer: Any) -> list[dict[str, Any]]:
+    if isinstance(answer, dict):
+        return list(answer.get("items") or [])
+    return []
+
+
+class KubeAdminSource:
+    """ClusterSource and PolicyHolder over the Kubernetes API."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        policy: PolicyFile,
+        policy_text: str,
+        namespace: str = "voltpack-system",
+        policy_configmap: str = "voltpack-policy",
+        ttl_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = api_client
+        self._core = CoreV1Api(api_client)
+        self._custom = CustomObjectsApi(api_client)
+        self._policy = (policy, policy_text)
+        self._namespace = namespace
+        self._configmap = policy_configmap
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._cache: _Objects | None = None
+        self._lock = threading.Lock()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _call(self, what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status == 404:
+                return {"items": []}  # a CRD not installed: nothing of that kind
+            raise SourceUnavailableError(
+                f"Kubernetes API: listing {what} failed: {exc.status} {exc.reason}"
+            ) from None
+        except (HTTPError, OSError) as exc:
+            raise SourceUnavailableError(f"Kubernetes API unreachable ({what}): {exc}") from None
+
+    def _custom_list(self, plural: str) -> list[dict[str, Any]]:
+        return _items(
+            self._call(
+                plural,
+                lambda: self._custom.list_cluster_custom_object(API_GROUP, API_VERSION, plural),
+            )
+        )
+
+    def _objects(self) -> _Objects:
+        with self._lock:
+            now = time.monotonic()
+            if self._cache is not None and now - self._cache.read_at_s < self._ttl_s:
+                return self._cache
+            client = self._client
+            nodes = self._call("nodes", self._core.list_node)
+            pods = self._call("pods", self._core.list_pod_for_all_namespaces)
+            events = self._call(
+                "events",
+                lambda: self._core.list_event_for_all_namespaces(
+                    field_selector="reason=FailedScheduling"
+                ),
+            )
+            self._cache = _Objects(
+                nodes=[client.sanitize_for_serialization(n) for n in nodes.items],
+                pods=[client.sanitize_for_serialization(p) for p in pods.items],
+                gpunodes=self._custom_list("gpunodes"),
+                gpujobs=self._custom_list("gpujobs"),
+                queues=self._custom_list("queues"),
+                budgets=self._custom_list("powerbudgets"),
+                pending_reasons=_latest_reasons(events.items),
+                read_at_s=now,
+            )
+            return self._cache
+
+    def invalidate(self) -> None:
+        """Forget the cached objects (after a write)."""
+        with self._lock:
+            self._cache = None
+
+    # -- ClusterSource ---------------------------------------------------------------------
+
+    def summary(self) -> ClusterSummary:
+        """Counts over the whole cluster."""
+        objects = self._objects()
+        node_views = self._node_views(objects)
+        jobs = self._job_views(objects)
+        domains = self._domain_views(objects, node_views)
+        by_model: dict[str, float] = {}
+        allocated: dict[str, float] = {}
+        for node in node_views:
+            if node.gpu_model:
+                by_model[node.gpu_model] = by_model.get(node.gpu_model, 0.0) + node.gpus
+                allocated[node.gpu_model] = allocated.get(node.gpu_model, 0.0) + node.gpus_allocated
+        pending_pods = sum(
+            1
+            for pod in objects.pods
+            if (pod.get("spec") or {}).get("schedulerName") == SCHEDULER_NAME
+            and not (pod.get("spec") or {}).get("nodeName")
+            and (pod.get("status") or {}).get("phase") not in TERMINAL
+        )
+        powers = [d.power_w for d in domains if d.power_w is not None]
+        return ClusterSummary(
+            nodes=len(node_views),
+            nodes_ready=sum(1 for n in node_views if n.ready),
+            gpus_by_model=by_model,
+            gpus_allocated_by_model=allocated,
+            jobs_running=sum(1 for j in jobs if j.pending_reason is None),
+            jobs_pending=sum(1 for j in jobs if j.pending_reason is not None),
+            pods_pending=pending_pods,
+            queues=len(objects.queues),
+            power_domains=len(domains),
+            power_w=sum(powers) if powers else None,
+            budget_w=sum(d.budget_w for d in domains) if domains else None,
+            observed_at_s=self._clock(),
+        )
+
+    def nodes(self) -> list[NodeView]:
+        """Every node with GPUs, allocation and power."""
+        return self._node_views(self._objects())
+
+    def jobs(self) -> list[JobView]:
+        """GPUJobs, pod groups and single voltpack pods."""
+        return self._job_views(self._objects())
+
+    def queues(self) -> list[QueueView]:
+        """Queues with their quotas and status."""
+        views = []
+        for obj in self._objects().queues:
+            spec = obj.get("spec") or {}
+            status = obj.get("status") or {}
+            guaranteed: dict[str, float] = {}
+            limits: dict[str, float] = {}
+            for quota in spec.get("quotas") or []:
+                model = str(quota.get("gpuModel", "*"))
+                guaranteed[model] = float(quota.get("guaranteed") or 0)
+                if quota.get("limit") is not None:
+                    limits[model] = float(quota["limit"])
+            views.append(
+                QueueView(
+                    name=obj["metadata"]["name"],
+                    parent=spec.get("parent"),
+                    weight=float(spec.get("weight", 1.0)),
+                    guaranteed_gpus=guaranteed,
+                    limit_gpus=limits,
+                    allocated_gpus={
+                        k: float(v) for k, v in (status.get("allocatedGpus") or {}).items()
+                    },
+                    pending_jobs=int(status.get("pendingJobs") or 0),
+                    conditions={
+                        str(c.get("type")): str(c.get("message") or c.get("status"))
+                        for c in status.get("conditions") or []
+                    },
+                )
+            )
+        return views
+
+    def power_domains(self) -> list[PowerDomainView]:
+        """PowerBudgets with their status."""
+        objects = self._objects()
+        return self._domain_views(objects, self._node_views(objects))
+
+    def set_manual_cap(self, domain: str, cap_w: float | None) -> PowerDomainView:
+        """Annotate the PowerBudget; the power loop budgets min(budget, manual cap)."""
+        names = {b["metadata"]["name"] for b in self._objects().budgets}
+        if domain not in names:
+            raise KeyError(domain)
+        value = None if cap_w is None else f"{cap_w:g}"
+        body = {"metadata": {"annotations": {MANUAL_CAP_ANNOTATION: value}}}
+        self._call(
+            f"powerbudget {domain}",
+            lambda: self._custom.patch_cluster_custom_object(
+                API_GROUP, API_VERSION, "powerbudgets", domain, body
+            ),
+        )
+        self.invalidate()
+        for view in self.power_domains():
+            if view.name == domain:
+                return view
+        raise KeyError(domain)
+
+    def dry_run(self, policy: PolicyFile) -> DryRunResult:
+        """One scheduling cycle with `policy` on the cluster as it is; nothing is written."""
+        objects = self._objects()
+        snapshot = build_snapshot(objects.nodes, objects.pods)
+        work = pending_work(objects.pods)
+        strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
+        scheduler = Scheduler.with_random_ranks(
+            strategy, snapshot.node_count, np.random.default_rng(0)
+        )
+        queueing = policy.spec.queueing
+        context = QueueContext(
+            tree=queue_tree(objects.queues),
+            ordering=make_ordering(queueing.ordering, queueing.params),
+            rules=PreemptionRules(
+                queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
+            ),
+            running=running_gangs(objects.pods, snapshot),
+            gangs=pending_queues(work, objects.pods),
+            now_s=self._clock(),
+        )
+        plan = plan_cycle(scheduler, snapshot, work, np.random.default_rng(0), set(), context)
+        changes: list[PlacementChange] = []
+        for eviction in plan.evictions:
+            changes.append(
+                PlacementChange(
+                    action="preempt",
+                    subject=eviction.gang.name,
+                    detail=f"for {eviction.by}: {eviction.reason}",
+                )
+            )
+        for gang in plan.gangs:
+            for placement in gang:
+                gpus = f" GPUs {list(placement.gpu_indices)}" if placement.gpu_indices else ""
+                changes.append(
+                    PlacementChange(
+                        action="bind",
+                        subject=placement.pod,
+                        detail=f"-> node {placement.node}{gpus}",
+                    )
+                )
+        for pod, reason in sorted(plan.unplaced.items()):
+            changes.append(PlacementChange(action="stay-pending", subject=pod, detail=reason))
+        return DryRunResult(
+            policy=policy.metadata.name,
+            binds=sum(len(g) for g in plan.gangs),
+            pending=len(plan.unplaced),
+            changes=changes,
+        )
+
+    # -- PolicyHolder ----------------------------------------------------------------------
+
+    def active(self) -> tuple[PolicyFile, str]:
+        """The policy in the ConfigMap if there is one, else the one the API started with."""
+        answer = self._call(
+            f"configmap {self._configmap}",
+            lambda: self._core.list_namespaced_config_map(
+                self._namespace, field_selector=f"metadata.name={self._configmap}"
+            ),
+        )
+        items = getattr(answer, "items", None) or []
+        if items and (items[0].data or {}).get(POLICY_KEY):
+            text = items[0].data[POLICY_KEY]
+            try:
+                return parse_policy(text, f"configmap {self._configmap}"), text
+            except PolicyError:
+                pass  # a broken ConfigMap: the running policy stays the last good one
+        return self._policy
+
+    def apply(self, policy: PolicyFile, text: str) -> None:
+        """Write the policy into the ConfigMap the operator reads."""
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self._configmap, "namespace": self._namespace},
+            "data": {POLICY_KEY: text},
+        }
+
+        def write() -> Any:
+            try:
+                return self._core.replace_namespaced_config_map(
+                    self._configmap, self._namespace, body
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                return self._core.create_namespaced_config_map(self._namespace, body)
+
+        self._call(f"configmap {self._configmap}", write)
+        self._policy = (policy, text)
+
+    # -- building views --------------------------------------------------------------------
+
+    def _node_views(self, objects: _Objects) -> list[NodeView]:
+        snapshot = build_snapshot(objects.nodes, objects.pods)
+        gpunodes = {g["metadata"]["name"]: g for g in objects.gpunodes}
+        users: dict[tuple[str, int], list[str]] = {}
+        for pod in objects.pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if not node_name or (pod.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            for index in gpu_indices(pod) or ():
+                users.setdefault((node_name, index), []).append(pod_key(pod))
+        domain_of = {
+            node: budget["metadata"]["name"]
+            for budget in objects.budgets
+            for node in _members(budget, objects.nodes)
+        }
+        views = []
+        for raw in sorted(objects.nodes, key=lambda n: n["metadata"]["name"]):
+            name = raw["metadata"]["name"]
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (raw.get("status") or {}).get("conditions") or []
+            )
+            try:
+                row = snapshot.node_index(name)
+            except KeyError:
+                continue
+            model_index = int(snapshot.node_gpu_model[row])
+            model = snapshot.gpu_models[model_index] if model_index >= 0 else None
+            gpus = int(snapshot.gpu_count[row])
+            free_milli = snapshot.gpu_free_milli[row][:gpus]
+            details = []
+            status = (gpunodes.get(name) or {}).get("status") or {}
+            devices = {int(d.get("index", -1)): d for d in status.get("gpus") or []}
+            for index in range(gpus):
+                device = devices.get(index, {})
+                clocks = device.get("lockedClocks") or {}
+                details.append(
+                    GpuView(
+                        index=index,
+                        model=str(device.get("model") or model or "unknown"),
+                        health=str(device.get("health") or "Unknown"),
+                        allocated_milli=int(MILLI_PER_GPU - free_milli[index]),
+                        pods=users.get((name, index), []),
+                        power_w=device.get("powerDrawW"),
+                        clock_lock_mhz=clocks.get("maxMhz"),
+                        power_limit_w=device.get("powerLimitW"),
+                    )
+                )
+            power = [g.power_w for g in details if g.power_w is not None]
+            views.append(
+                NodeView(
+                    name=name,
+                    ready=ready,
+                    gpu_model=model,
+                    gpus=gpus,
+                    gpus_allocated=float(gpus - free_milli.sum() / MILLI_PER_GPU),
+                    cpu_milli=int(snapshot.cpu_capacity_milli[row]),
+                    cpu_milli_allocated=int(
+                        snapshot.cpu_capacity_milli[row] - snapshot.cpu_free_milli[row]
+                    ),
+                    memory_mib=int(snapshot.memory_capacity_mib[row]),
+                    memory_mib_allocated=int(
+                        snapshot.memory_capacity_mib[row] - snapshot.memory_free_mib[row]
+                    ),
+                    power_w=sum(power) if power else None,
+                    power_domain=domain_of.get(name),
+                    gpu_details=details,
+                )
+            )
+        return views
+
+    def _job_views(self, objects: _Objects) -> list[JobView]:
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for pod in objects.pods:
+            spec = pod.get("spec") or {}
+            if spec.get("schedulerName") != SCHEDULER_NAME:
+                continue
+            meta = pod["metadata"]
+            group = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) or meta["name"]
+            groups.setdefault((meta.get("namespace") or "default", group), []).append(pod)
+        jobs = {
+            (j["metadata"].get("namespace") or "default", j["metadata"]["name"]): j
+            for j in objects.gpujobs
+        }
+        views = []
+        for (namespace, name), pods in sorted(groups.items()):
+            job = jobs.get((namespace, name))
+            spec = (job or {}).get("spec") or {}
+            workers = [
+                _worker_view(pod, objects.pending_reasons)
+                for pod in sorted(pods, key=lambda p: p["metadata"]["name"])
+            ]
+            waiting = [w.pending_reason for w in workers if w.node is None]
+            gpus = 0.0
+            for pod in pods:
+                try:
+                    gpus += pod_from_k8s(pod).gpu_request_milli / MILLI_PER_GPU
+                except InvalidRequestError:
+                    continue
+            if job is not None:
+                kind = "GPUJob"
+                phase = str(((job.get("status") or {}).get("phase")) or "Pending")
+            else:
+                kind = "PodGroup" if len(pods) > 1 else "Pod"
+                phase = "Pending" if waiting else "Running"
+            annotations = pods[0]["metadata"].get("annotations") or {}
+            views.append(
+                JobView(
+                    namespace=namespace,
+                    name=name,
+                    kind=kind,
+                    queue=str(
+                        spec.get("queue") or annotations.get("voltpack.io/queue") or "default"
+                    ),
+                    priority=int(
+                        spec.get("priority") or (pods[0].get("spec") or {}).get("priority") or 0
+                    ),
+                    phase=phase,
+                    gpus_requested=gpus,
+                    workers=workers,
+                    pending_reason=next((w for w in waiting if w), "waiting to be scheduled")
+                    if waiting
+                    else None,
+                )
+            )
+        return views
+
+    def _domain_views(self, objects: _Objects, nodes: list[NodeView]) -> list[PowerDomainView]:
+        power_of = {n.name: n.power_w for n in nodes}
+        views = []
+        for budget in objects.budgets:
+            meta = budget["metadata"]
+            spec = budget.get("spec") or {}
+            status = budget.get("status") or {}
+            members = _members(budget, objects.nodes)
+            readings = [power_of.get(n) for n in members]
+            measured = status.get("powerW")
+            if measured is None and readings and all(r is not None for r in readings):
+                measured = sum(r for r in readings if r is not None)
+            budget_w = float(spec.get("budgetW") or 0.0)
+            manual = (meta.get("annotations") or {}).get(MANUAL_CAP_ANNOTATION)
+            manual_w = float(manual) if manual else None
+            effective = min(budget_w, manual_w) if manual_w is not None else budget_w
+            views.append(
+                PowerDomainView(
+                    name=meta["name"],
+                    budget_w=budget_w,
+                    power_w=None if measured is None else float(measured),
+                    headroom_w=None if measured is None else effective - float(measured),
+                    nodes=members,
+                    actions={
+                        "clock-locked": int(status.get("lockedGpus") or 0),
+                        "power-capped": int(status.get("cappedGpus") or 0),
+                        "stale-telemetry": int(status.get("staleGpus") or 0),
+                    },
+                    manual_cap_w=manual_w,
+                    message=status.get("level"),
+                )
+            )
+        return views
+
+
+def _members(budget: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:
+    """Nodes whose labels match the PowerBudget's node selector."""
+    wanted = ((budget.get("spec") or {}).get("nodeSelector") or {}).get("matchLabels") or {}
+    return sorted(
+        node["metadata"]["name"]
+        for node in nodes
+        if all(
+            (node["metadata"].get("labels") or {}).get(key) == value
+            for key, value in wanted.items()
+        )
+    )
+
+
+def _latest_reasons(events: list[Any]) -> dict[str, str]:
+    """namespace/name -> the newest FailedScheduling message for that pod."""
+    latest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        involved = event.involved_object
+        if involved is None or (involved.kind or "Pod") != "Pod":
+            continue
+        key = f"{involved.namespace or 'default'}/{involved.name}"
+        stamp = str(event.last_timestamp or event.event_time or "")
+        if key not in latest or stamp >= latest[key][0]:
+            latest[key] = (stamp, event.message or event.reason or "")
+    return {key: message for key, (_, message) in latest.items()}
+
+
+def _worker_view(pod: dict[str, Any], reasons: dict[str, str]) -> WorkerView:
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    node = spec.get("nodeName")
+    reason = None if node else reasons.get(pod_key(pod), "waiting for the next cycle")
+    return WorkerView(
+        pod=pod_key(pod),
+        node=node,
+        gpus=list(gpu_indices(pod) or ()),
+        phase=str(status.get("phase") or "Pending"),
+        pending_reason=reason,
+    )
