@@ -106,6 +106,7 @@ def operator(kube: client.ApiClient, emulator: RunningEmulator) -> Iterator[Oper
         cycle_interval_s=0.05,
         lease_duration_s=2,
         power=False,
+        policy_refresh_s=0.1,
     )
     running = Operator(api, config)
     stop = threading.Event()
@@ -321,3 +322,20 @@ def test_an_unreachable_cluster_answers_503(server: ApiServer) -> None:
     answer = server.get("/api/v1/cluster")
     assert answer.status_code == 503
     assert answer.json()["type"].endswith("cluster-unavailable")
+
+
+def test_the_operator_runs_a_policy_applied_through_the_api(
+    server: ApiServer, operator: Operator, kube: client.ApiClient
+) -> None:
+    assert operator.policy.metadata.name == "fgd"
+    bad = "apiVersion: voltpack.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: y}\n"
+    text = example_policy_path("best-fit").read_text()
+    assert server.send("PUT", "/api/v1/policy", "admin", {"text": text}).status_code == 200
+    wait_for(lambda: operator.policy.metadata.name == "best-fit", what="the operator to switch")
+    assert server.send("PUT", "/api/v1/policy", "admin", {"text": bad}).status_code == 422
+    # written around the API: the operator refuses it and keeps the running policy
+    client.CoreV1Api(kube).patch_namespaced_config_map(
+        "voltpack-policy", NAMESPACE, {"data": {"policy.yaml": bad}}
+    )
+    time.sleep(0.5)
+    assert operator.policy.metadata.name == "best-fit"

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from voltpack.operator.power_objects import gpus_running, high_priority_gpus, is_throughput_bound
+from voltpack.operator.conventions import MANUAL_CAP_ANNOTATION
+from voltpack.operator.power_objects import (
+    gpus_running,
+    high_priority_gpus,
+    is_throughput_bound,
+    resolve_domains,
+)
+from voltpack.policies.schema import PowerSpec
 
 
 def pod(
@@ -52,3 +59,24 @@ def test_gpus_by_annotation_or_whole_node() -> None:
     assert indices == {"n1": {0, 3}} and whole == {"n2"}
     indices, whole = gpus_running(pods, is_throughput_bound)
     assert indices == {"n1": {0, 3}, "n4": {1}} and whole == {"n2"}
+
+
+def _budget(name: str, budget_w: float, annotations: dict[str, str] | None = None) -> Any:
+    return {
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"nodeSelector": {"matchLabels": {"row": name}}, "budgetW": budget_w},
+    }
+
+
+def test_a_manual_cap_lowers_the_budget_the_controller_keeps() -> None:
+    labels = {"n1": {"row": "a"}, "n2": {"row": "b"}, "n3": {"row": "c"}, "n4": {"row": "d"}}
+    budgets = [
+        _budget("a", 10_000, {MANUAL_CAP_ANNOTATION: "6000"}),
+        _budget("b", 10_000, {MANUAL_CAP_ANNOTATION: "60000"}),  # above the budget: no effect
+        _budget("c", 10_000, {MANUAL_CAP_ANNOTATION: "lots"}),  # not a number: ignored
+        _budget("d", 10_000, {MANUAL_CAP_ANNOTATION: "-5"}),  # not positive: ignored
+    ]
+    domains = resolve_domains(PowerSpec(), budgets, labels)
+    budget_w = {d.name: d.budget_w for d in domains.tree.domains}
+    assert budget_w == {"a": 6000, "b": 10_000, "c": 10_000, "d": 10_000}
+    assert not domains.invalid

@@ -36,8 +36,13 @@ from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.errors import InvalidRequestError, PolicyError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.conventions import POD_GROUP_ANNOTATION, SCHEDULER_NAME
+from voltpack.operator.conventions import (
+    MANUAL_CAP_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    SCHEDULER_NAME,
+)
 from voltpack.operator.cycle import QueueContext, plan_cycle
+from voltpack.operator.policy_reload import POLICY_KEY
 from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.policies.fair_share import make_ordering
@@ -46,8 +51,6 @@ from voltpack.policies.schema import PolicyFile, parse_policy
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 
-MANUAL_CAP_ANNOTATION = "voltpack.io/manual-cap-w"
-POLICY_KEY = "policy.yaml"
 TERMINAL = ("Succeeded", "Failed")
 
 

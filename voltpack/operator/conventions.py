@@ -28,3 +28,5 @@ WORKLOAD_ANNOTATION = "voltpack.io/workload"
 latency, not throughput) or `training`/`batch` (slowing it costs throughput). Without it, pods
 of a ReplicaSet or StatefulSet count as inference and all others as throughput-bound."""
 REQUEST_DRIVEN_OWNERS = ("ReplicaSet", "StatefulSet")
+MANUAL_CAP_ANNOTATION = "voltpack.io/manual-cap-w"
+"""On a PowerBudget: a hand-set cap in watts (admin API); the domain is run at min(budget, cap)."""

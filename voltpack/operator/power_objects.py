@@ -8,6 +8,7 @@ status. No API calls: the power loop (power_loop.py) reads the caches and writes
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuNodeSpec, PowerBudgetSpec
 from voltpack.operator.conventions import (
     GPU_MODEL_LABELS,
+    MANUAL_CAP_ANNOTATION,
     REQUEST_DRIVEN_OWNERS,
     WORKLOAD_ANNOTATION,
 )
@@ -111,6 +113,20 @@ def _parent_problem(
     return f"power domain {selector.name!r}: its parent chain is invalid"
 
 
+def manual_cap_w(budget: Mapping[str, Any]) -> float | None:
+    """The hand-set cap of a PowerBudget (annotation), None when unset or not a positive number."""
+    text = ((budget.get("metadata") or {}).get("annotations") or {}).get(MANUAL_CAP_ANNOTATION)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        log.warning("PowerBudget %s: %s=%r is not a number; ignored",
+                    budget["metadata"].get("name"), MANUAL_CAP_ANNOTATION, text)  # fmt: skip
+        return None
+    return value if value > 0 and math.isfinite(value) else None
+
+
 def resolve_domains(
     spec: PowerSpec, budgets: Sequence[dict[str, Any]], node_labels: Mapping[str, Mapping[str, str]]
 ) -> Domains:
@@ -136,7 +152,8 @@ def resolve_domains(
             )
             continue
         match = parsed.node_selector.match_labels
-        selectors.append(DomainSelector(name, parsed.budget_w, match, parsed.parent))
+        budget_w = min(parsed.budget_w, manual_cap_w(budget) or parsed.budget_w)
+        selectors.append(DomainSelector(name, budget_w, match, parsed.parent))
         objects[name] = budget
         overhead_w[name] = parsed.node_overhead_w
     accepted, rejected = accept_selectors(selectors, node_labels)

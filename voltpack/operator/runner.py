@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
-from voltpack.model.errors import InvalidRequestError
+from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.operator.binder import bind_gang, record_event
@@ -35,6 +35,7 @@ from voltpack.operator.metrics import (
     now_s,
     power_domains,
 )
+from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.translate import pod_from_k8s
@@ -64,6 +65,9 @@ class OperatorConfig:
     """Run the power loop (as leader): keep PowerBudgets under budget via GPUNode specs."""
     power_interval_s: float | None = None
     """Power-loop interval; None: the policy file's `spec.power.interval_s`."""
+    policy_configmap: str | None = "voltpack-policy"
+    """ConfigMap (in `namespace`) the admin API applies policies to; None: do not watch."""
+    policy_refresh_s: float = 5.0
 
 
 @dataclass
@@ -141,6 +145,14 @@ class Operator:
         self._strategy = make_strategy(
             config.policy.spec.scoring.strategy, config.policy.spec.scoring.params
         )
+        self.policy = config.policy
+        self.policy_watcher = (
+            PolicyWatcher(
+                self.core, config.namespace, config.policy_configmap, config.policy_refresh_s
+            )
+            if config.policy_configmap
+            else None
+        )
         self._scheduler: Scheduler | None = None
         self._node_names: tuple[str, ...] = ()
         self._rng = np.random.default_rng(config.seed)
@@ -184,6 +196,7 @@ class Operator:
                 if self.elector.is_leader():
                     for cache in (self.nodes, self.pods, self.jobs):
                         cache.changed.clear()
+                    self._reload_policy()
                     self._cycle_safely()
                 until_renewal = max(next_renewal - time.monotonic(), 0.0)
                 wait_s = min(self.config.cycle_interval_s, until_renewal)
@@ -196,6 +209,28 @@ class Operator:
             self.elector.release()
             if self.metrics is not None:
                 self.metrics.stop()
+
+    def _reload_policy(self) -> None:
+        """Switch to a policy applied through the admin API (scoring and queueing)."""
+        if self.policy_watcher is None:
+            return
+        policy = self.policy_watcher.poll()
+        if policy is None:
+            return
+        try:
+            strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
+            queueing = policy.spec.queueing
+            ordering = make_ordering(queueing.ordering, queueing.params)
+        except VoltpackError as exc:
+            log.warning("policy %s refused: %s", policy.metadata.name, exc)
+            return
+        self.policy = policy
+        self._strategy, self._ordering = strategy, ordering
+        self._preemption = PreemptionRules(
+            queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
+        )
+        self._scheduler = None  # rebuilt with the new strategy on this cycle
+        self._observed = set()
 
     def _cycle_safely(self) -> None:
         try:
