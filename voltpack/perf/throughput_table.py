@@ -5,8 +5,9 @@ The table is loaded from Gavel's measurements (`simulation_throughputs.json`: 26
 each running job reports (an exponential moving average, as Gavel's scheduler does with
 alpha 0.5). Where a cell was never measured it is estimated and flagged:
 
-- a worker count that was not measured: the largest measured smaller count, scaled linearly
-  and multiplied by the job's measured scaling efficiency per doubling (the ratio between its two
+- a worker count between two measured ones: interpolated linearly between them;
+- a worker count beyond the measured ones: the nearest measured count, scaled linearly and
+  multiplied by the job's measured scaling efficiency per doubling (the ratio between its two
   largest measured counts, clamped to [0.5, 1]; 0.9 when only one count was measured);
 - a GPU model on which the job type was never measured: the job's throughput on a measured
   model scaled by the two models' FP32 TFLOPS from the GPU catalog (compute-bound assumption).
@@ -97,6 +98,13 @@ class ThroughputTable:
         self, job_type: str, gpu_model: str, workers: int, counts: list[int]
     ) -> float:
         smaller = [w for w in counts if w <= workers]
+        larger = [w for w in counts if w > workers]
+        if smaller and larger:
+            # Between two measured counts: interpolate linearly (never beyond either).
+            low, high = smaller[-1], larger[0]
+            low_rate = self.steps_per_s[(job_type, low)][gpu_model]
+            high_rate = self.steps_per_s[(job_type, high)][gpu_model]
+            return float(low_rate + (high_rate - low_rate) * (workers - low) / (high - low))
         base = smaller[-1] if smaller else counts[0]
         base_rate = self.steps_per_s[(job_type, base)][gpu_model]
         if len(counts) >= 2:
@@ -184,8 +192,13 @@ def load_gavel_throughputs(
             if key_text == "null":
                 continue
             key = _parse_key(key_text, f"{origin}: {worker_type}")
-            isolated = entry.get("null") if isinstance(entry, dict) else None
-            if not isinstance(isolated, int | float) or not math.isfinite(isolated):
+            raw = entry.get("null") if isinstance(entry, dict) else None
+            isolated = (
+                float(raw)
+                if isinstance(raw, int | float) and not isinstance(raw, bool)
+                else math.nan
+            )
+            if not math.isfinite(isolated):
                 raise TraceFormatError(
                     f"{origin}: {worker_type} {key_text}: field null (isolated steps/s) is "
                     f"missing or not a number"
@@ -194,7 +207,7 @@ def load_gavel_throughputs(
                 raise TraceFormatError(
                     f"{origin}: {worker_type} {key_text}: steps/s {isolated} is negative"
                 )
-            rates.setdefault(key, {})[gpu] = float(isolated)
+            rates.setdefault(key, {})[gpu] = isolated
     if not rates:
         raise TraceFormatError(f"{origin}: no throughput measurements found")
     return ThroughputTable(rates, origin)

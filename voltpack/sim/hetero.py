@@ -134,7 +134,6 @@ class RoundSimulator:
         known = [m for m in GAVEL_MODEL_ORDER if m in cluster]
         self.models = tuple(known + sorted(m for m in cluster if m not in GAVEL_MODEL_ORDER))
         self.capacity = np.array([cluster[m] for m in self.models], dtype=np.int64)
-        self._shuffler = random.Random(self.config.seed + 5)
 
     def run(self, trace: Sequence[GavelJob]) -> SimulationResult:
         """Run every job of `trace` to completion; raise InvalidRequestError if one never fits."""
@@ -144,6 +143,14 @@ class RoundSimulator:
                     f"job {index} ({job.job_type}) needs {job.scale_factor} GPUs of one model; "
                     f"the largest model pool has {int(self.capacity.max())}"
                 )
+            rates = _rates(self.table, job, self.models)
+            if not ((rates > 0) & (job.scale_factor <= self.capacity)).any():
+                raise InvalidRequestError(
+                    f"job {index} ({job.job_type} on {job.scale_factor} GPUs) has no measured "
+                    f"throughput on any GPU model with enough GPUs here ({', '.join(self.models)})"
+                )
+        if self.policy.reset is not None:
+            self.policy.reset()
         return _Run(self, trace).execute()
 
 
@@ -167,6 +174,8 @@ class _Run:
         self.gpu_busy_s = 0.0
         self.solve_times_s: list[float] = []
         self.total = len(trace)
+        self.shuffler = random.Random(self.cfg.seed + 5)
+        self.idle_rounds = 0
 
     def execute(self) -> SimulationResult:
         first_arrival = self.queue[0][1].arrival_s if self.queue else 0.0
@@ -199,12 +208,18 @@ class _Run:
         elif self.queue:
             self.now_s = max(self.now_s, self.queue[0][1].arrival_s)
         elif self.active:
-            raise RuntimeError(
-                f"{len(self.active)} jobs are active but none can be scheduled "
-                f"(policy {self.sim.policy.name})"
-            )
+            # Nothing runs and nothing arrives: the reset above lets the next round allocate
+            # (as Gavel does); a second idle round in a row means nothing ever can run.
+            self.idle_rounds += 1
+            if self.idle_rounds > 1:
+                raise RuntimeError(
+                    f"{len(self.active)} jobs are active but none can be scheduled "
+                    f"(policy {self.sim.policy.name})"
+                )
 
     def _finish_round(self) -> None:
+        if self.running:
+            self.idle_rounds = 0
         for run in self.running:
             active = run.active
             start = self.round_start_s if self.cfg.gavel_compatible else run.start_s
@@ -304,7 +319,7 @@ class _Run:
         priorities = round_priorities(allocation, job_time, self.model_time_s)
         order = list(range(len(self.models)))
         if not self.sim.policy.heterogeneity_aware:
-            self.sim._shuffler.shuffle(order)
+            self.shuffler.shuffle(order)
         unallocated = np.array([a.allocation is None for a in jobs])
         pinned = [
             (row, a.last_model)

@@ -33,10 +33,11 @@ def _max_min(problem: AllocationInput, coefficients: FloatArray) -> FloatArray:
     """max t s.t. sum_j coefficients[i, j] X[i, j] >= t for every job, then the efficient tie."""
     lp = AllocationLp(problem, extra=1)
     t = lp.extra_index(0)
-    rows = -lp.per_job_rows(coefficients)
-    rows = rows.tolil()
+    # A job that can run nowhere gets nothing; it must not pin everyone's level at 0.
+    counted = np.flatnonzero((coefficients * problem.runnable).sum(axis=1) > 0)
+    rows = (-lp.per_job_rows(coefficients)[counted]).tolil()
     rows[:, t] = 1.0
-    lp.add_rows(rows, np.zeros(lp.jobs))
+    lp.add_rows(rows, np.zeros(len(counted)))
     objective = np.zeros(lp.size)
     objective[t] = -1.0
     solved = lp.solve(objective, [(0.0, None)])
@@ -45,11 +46,17 @@ def _max_min(problem: AllocationInput, coefficients: FloatArray) -> FloatArray:
     _, extras = solved
     level = float(extras[0])
     tie = AllocationLp(problem)
-    tie.add_rows(-tie.per_job_rows(coefficients), np.full(tie.jobs, -level * (1 - OPTIMUM_SLACK)))
-    efficient = np.zeros(tie.size)
-    efficient[: tie.jobs * tie.models] = -_normalized_rates(problem).ravel()
-    settled = tie.solve(efficient, [])
-    return settled[0] if settled is not None else solved[0]
+    floor = np.full(len(counted), -level * (1 - OPTIMUM_SLACK))
+    tie.add_rows(-tie.per_job_rows(coefficients)[counted], floor)
+    return _most_efficient(problem, tie, solved[0])
+
+
+def _most_efficient(problem: AllocationInput, lp: AllocationLp, fallback: FloatArray) -> FloatArray:
+    """Among the allocations `lp` allows, the one with the highest total normalized throughput."""
+    efficient = np.zeros(lp.size)
+    efficient[: lp.jobs * lp.models] = -_normalized_rates(problem).ravel()
+    settled = lp.solve(efficient, [])
+    return settled[0] if settled is not None else fallback
 
 
 def _active(problem: AllocationInput) -> bool:
@@ -111,11 +118,15 @@ def _finish_time(problem: AllocationInput, rates: FloatArray) -> FloatArray:
         remaining, isolated, out=np.full_like(remaining, np.inf), where=can_run
     )
 
-    def feasible(rho: float) -> FloatArray | None:
+    def constrained(rho: float) -> AllocationLp:
         lp = AllocationLp(problem)
         slack = rho * expected - elapsed
         need = np.where(can_run, remaining / np.maximum(slack, 1e-12), 0.0)
         lp.add_rows(-lp.per_job_rows(rates), -need)
+        return lp
+
+    def feasible(rho: float) -> FloatArray | None:
+        lp = constrained(rho)
         solved = lp.solve(np.zeros(lp.size), [])
         return None if solved is None else solved[0]
 
@@ -131,7 +142,7 @@ def _finish_time(problem: AllocationInput, rates: FloatArray) -> FloatArray:
             low = middle
         else:
             high, best = middle, candidate
-    return best
+    return _most_efficient(problem, constrained(high), best)
 
 
 def finish_time_fairness_aware(problem: AllocationInput) -> FloatArray:

@@ -2,7 +2,9 @@
 
 The agnostic form picks a model at random among those with enough free GPUs (seeded); the
 aware form picks the job's fastest model among them. As in Gavel's FIFO, a job keeps its model
-once given one, and a finished job's GPUs go first to the head of the queue.
+once given one, and a finished job's GPUs go first to the head of the queue (if they are enough
+once every still-running job is counted: Gavel's FIFO does not count them first and can give a
+model more GPUs than it has).
 """
 
 from __future__ import annotations
@@ -19,8 +21,14 @@ class FifoAllocator:
 
     def __init__(self, heterogeneity_aware: bool, seed: int = 0) -> None:
         self.heterogeneity_aware = heterogeneity_aware
+        self._seed = seed
         self._rng = random.Random(seed)
         self._model_of: dict[int, int] = {}
+
+    def reset(self) -> None:
+        """Forget every assignment and restart the random stream (a new run)."""
+        self._rng = random.Random(self._seed)
+        self._model_of = {}
 
     def __call__(self, problem: AllocationInput) -> FloatArray:
         """Whole-GPU assignments (1.0 on one model) for as many queued jobs as fit, in order."""
@@ -30,12 +38,12 @@ class FifoAllocator:
         if self.heterogeneity_aware:
             self._model_of = {}
         queue = sorted(job for job in ids if job not in self._model_of)
-        for job in sorted(self._model_of):
-            model = self._model_of[job]
+        finished = sorted(job for job in self._model_of if job not in row)
+        for job, model in self._model_of.items():
             if job in row:
                 free[model] -= int(problem.scale_factors[row[job]])
-                continue
-            del self._model_of[job]
+        for job in finished:
+            model = self._model_of.pop(job)
             if queue:
                 head = queue.pop(0)
                 needed = int(problem.scale_factors[row[head]])

@@ -38,6 +38,8 @@ class AllocationPolicy:
     summary: str
     whole_gpus_in_order: bool = False
     """FIFO-like: a job with no allocation is never run (no back-filling)."""
+    reset: Callable[[], None] | None = None
+    """Forget state kept between calls (FIFO), for a new run."""
 
 
 _STATELESS: dict[str, tuple[Allocate, bool, str]] = {
@@ -115,7 +117,8 @@ def make_allocation_policy(name: str, seed: int = 0) -> AllocationPolicy:
     """A fresh instance of the policy called `name` (FIFO keeps state between calls)."""
     if name in _FIFO:
         aware, summary = _FIFO[name]
-        return AllocationPolicy(name, FifoAllocator(aware, seed), aware, summary, True)
+        fifo = FifoAllocator(aware, seed)
+        return AllocationPolicy(name, fifo, aware, summary, True, fifo.reset)
     try:
         allocate, aware, summary = _STATELESS[name]
     except KeyError:

@@ -53,7 +53,17 @@ class GavelJob:
     needs_data_dir: bool = True
 
     def to_physical_line(self) -> str:
-        """The job as one line of the 10-field physical_cluster layout."""
+        """The job as one line of the 10-field physical_cluster layout.
+
+        Raises TraceFormatError for a text field holding a tab or a line break (the line could
+        not be read back).
+        """
+        for name in ("job_type", "command", "working_directory", "num_steps_arg"):
+            if any(c in getattr(self, name) for c in "\t\r\n"):
+                raise TraceFormatError(
+                    f"job {self.job_type!r}: field {name} holds a tab or line break; "
+                    "a Gavel trace line cannot carry it"
+                )
         fields = (
             self.job_type,
             self.command,
@@ -65,7 +75,7 @@ class GavelJob:
             str(int(self.priority_weight))
             if self.priority_weight.is_integer()
             else repr(self.priority_weight),
-            "-1.000000" if self.slo is None else f"{self.slo:f}",
+            "-1.000000" if self.slo is None else repr(self.slo),
             str(int(self.arrival_s)) if self.arrival_s.is_integer() else repr(self.arrival_s),
         )
         return "\t".join(fields)
