@@ -124,7 +124,6 @@ class Decision:
     allowed: bool
     reason: str = ""
     denied: bool = False
-    evaluation_error: str = ""
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -350,7 +349,7 @@ class RbacPolicy:
         if not errors:
             return Decision(False)
         listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-        return Decision(False, f"RBAC: {listed}", evaluation_error=listed)
+        return Decision(False, f"RBAC: {listed}")
 
     def rules_for(
         self, user: UserInfo, namespace: str
