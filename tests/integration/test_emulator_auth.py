@@ -6,6 +6,7 @@ admin API's roles (`examples/rbac/`), and `kubectl auth can-i|whoami`.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,13 @@ from kubernetes.client.rest import ApiException
 
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import TIME_FACTOR, Kubectl
-from voltpack.emulator import EmulatorConfig, EmulatorError, EmulatorState, RunningEmulator
+from voltpack.emulator import (
+    EmulatorConfig,
+    EmulatorError,
+    EmulatorState,
+    RunningEmulator,
+    running_emulator,
+)
 
 EXAMPLES = REPO_ROOT / "examples" / "rbac"
 TOKENS = {
@@ -503,3 +510,98 @@ def test_a_malformed_token_file_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(EmulatorError) as error:
         EmulatorState(EmulatorConfig(token_file=path, lifecycle=False))
     assert f"{path}:2:" in str(error.value) and "at least 3 columns" in str(error.value)
+
+
+# --- service-account tokens (TokenRequest) ---------------------------------------------------
+
+
+def token_for(core: client.CoreV1Api, name: str, **spec: Any) -> str:
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(**spec))
+    answer = core.create_namespaced_service_account_token(name, "default", request)
+    assert answer.status.expiration_timestamp is not None
+    return str(answer.status.token)
+
+
+@pytest.mark.usefixtures("voltpack_roles")
+def test_service_account_tokens_authenticate_until_the_account_is_gone(
+    core: client.CoreV1Api,
+    rbac: client.RbacAuthorizationV1Api,
+    authn: client.AuthenticationV1Api,
+    authz: client.AuthorizationV1Api,
+) -> None:
+    core.create_namespaced_service_account("default", {"metadata": {"name": "admin-api"}})
+    token = token_for(core, "admin-api", audiences=["voltpack-admin-api"])
+    review = client.V1TokenReview(
+        spec=client.V1TokenReviewSpec(token=token, audiences=["voltpack-admin-api"])
+    )
+    status = authn.create_token_review(review).status
+    assert status.authenticated is True and status.audiences == ["voltpack-admin-api"]
+    assert status.user.username == "system:serviceaccount:default:admin-api"
+    assert status.user.groups == [
+        "system:serviceaccounts",
+        "system:serviceaccounts:default",
+        "system:authenticated",
+    ]
+    wrong_audience = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+    status = authn.create_token_review(wrong_audience).status
+    assert status.authenticated is False and "is invalid for the target audiences" in status.error
+    # what the service account may do follows its bindings and groups
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": "sa-viewers"},
+            "roleRef": {"kind": "ClusterRole", "name": "voltpack-viewer"},
+            "subjects": [{"kind": "Group", "name": "system:serviceaccounts:default"}],
+        }
+    )
+    user = authn.create_token_review(review).status.user
+    allowed = authz.create_subject_access_review(
+        access_review(user.username, "get", groups=user.groups)
+    )
+    assert allowed.status.allowed
+    core.delete_namespaced_service_account("admin-api", "default")
+    status = authn.create_token_review(review).status
+    assert status.authenticated is False
+    assert status.error == 'invalid bearer token, serviceaccounts "admin-api" not found'
+    core.create_namespaced_service_account("default", {"metadata": {"name": "admin-api"}})
+    status = authn.create_token_review(review).status
+    assert status.authenticated is False and "does not match" in status.error
+
+
+def test_token_requests_are_checked(core: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as missing:
+        token_for(core, "nobody")
+    assert missing.value.status == 404
+    core.create_namespaced_service_account("default", {"metadata": {"name": "bot"}})
+    with pytest.raises(ApiException) as short:
+        token_for(core, "bot", expiration_seconds=60)
+    assert short.value.status == 422
+    assert "may not specify a duration less than 10 minutes" in status_of(short.value)["message"]
+
+
+def test_service_account_tokens_expire() -> None:
+    now = [datetime(2025, 1, 1, tzinfo=UTC)]
+    state = EmulatorState(EmulatorConfig(lifecycle=False), clock=lambda: now[0])
+    with (
+        running_emulator(state=state) as emulator,
+        client.ApiClient(client.Configuration(host=emulator.url)) as api,
+    ):
+        core = client.CoreV1Api(api)
+        authn = client.AuthenticationV1Api(api)
+        core.create_namespaced_service_account("default", {"metadata": {"name": "bot"}})
+        token = token_for(core, "bot", expiration_seconds=600)
+        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        assert authn.create_token_review(review).status.authenticated is True
+        now[0] += timedelta(seconds=600)
+        status = authn.create_token_review(review).status
+        assert status.authenticated is False and "expired" in status.error
+        tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+        forged = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=tampered))
+        assert authn.create_token_review(forged).status.error == "invalid bearer token"
+
+
+def test_kubectl_create_token(kubectl: Kubectl, authn: client.AuthenticationV1Api) -> None:
+    kubectl("create", "serviceaccount", "agent")
+    token = kubectl("create", "token", "agent").stdout.strip()
+    review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+    user = authn.create_token_review(review).status.user
+    assert user.username == "system:serviceaccount:default:agent"

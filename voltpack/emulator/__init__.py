@@ -27,7 +27,9 @@ What it simplifies, compared with a real kube-apiserver:
   `/openapi/v3` is served without schemas, so `kubectl explain` has nothing;
 - authentication and authorization (`auth.py`, `rbac.py`, `reviews.py`): the emulator serves
   TokenReview (static tokens of `EmulatorConfig.token_file`, kube-apiserver's
-  `--token-auth-file` format; no service-account tokens) and SubjectAccessReview with real
+  `--token-auth-file` format, and service-account tokens from `serviceaccounts/<name>/token`,
+  signed HS256 with a per-emulator key and not bound to pods or secrets; `kubectl create -f`
+  of a review needs `--validate=false`) and SubjectAccessReview with real
   RBAC semantics, but does not itself authenticate or authorize requests: every request is
   served, anonymous or not. Bearer tokens and `Impersonate-*` headers only decide whom the
   self reviews (`kubectl auth can-i|whoami`) are about; impersonation is not authorized.

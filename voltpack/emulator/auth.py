@@ -8,6 +8,12 @@ a line:
 (the groups column is optional; blank lines and lines starting with `#` are skipped). Every
 authenticated user is also in `system:authenticated`, as kube-apiserver adds it.
 
+Service accounts get tokens from the TokenRequest API (`serviceaccounts/<name>/token`,
+`kubectl create token`): JWTs with the claims of kube-apiserver's bound tokens (`iss`, `sub`,
+`aud`, `exp`, `kubernetes.io`), signed with HS256 and a key each emulator draws at start
+(kube-apiserver signs with RS256 and a key pair). A token is valid until it expires or its
+service account is deleted or recreated (the uid in the token no longer matches).
+
 The emulator itself still serves anonymous requests; identities matter only for the
 "self" reviews (`kubectl auth can-i`, `kubectl auth whoami`), which ask about the requester:
 the user of the bearer token it sends, else `system:anonymous`, or whoever the
@@ -18,11 +24,19 @@ name (kubectl's `--as`, `--as-group`, `--as-uid`). Impersonation is trusted as s
 
 from __future__ import annotations
 
+import base64
+import binascii
 import csv
+import hashlib
+import hmac
 import io
-from collections.abc import Iterable, Mapping
+import json
+import secrets
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from voltpack.emulator.errors import ApiError, EmulatorError, bad_request
@@ -32,9 +46,15 @@ from voltpack.emulator.rbac import (
     ANONYMOUS,
     UserInfo,
     service_account_groups,
+    service_account_username,
     split_service_account,
     with_group,
 )
+
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+"""`iss` of service-account tokens, and their audience when a TokenRequest names none."""
+DEFAULT_TOKEN_TTL_S = 3600
+MIN_TOKEN_TTL_S = 600
 
 ANONYMOUS_USER = UserInfo(ANONYMOUS, groups=(ALL_UNAUTHENTICATED,))
 
@@ -85,15 +105,114 @@ def load_token_file(path: Path) -> dict[str, UserInfo]:
     return parse_token_file(text, str(path))
 
 
-class Authenticator:
-    """Bearer tokens the emulator knows: static tokens (and, if set, a second source)."""
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
-    def __init__(self, tokens: Mapping[str, UserInfo] | None = None) -> None:
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """A token's user and the audiences it is valid for (empty: any, as static tokens)."""
+
+    user: UserInfo
+    audiences: tuple[str, ...] = ()
+
+
+ServiceAccountLookup = Callable[[str, str], str | None]
+"""(namespace, name) -> the service account's uid, or None if it does not exist."""
+
+
+class Authenticator:
+    """Bearer tokens the emulator knows: static tokens and service-account tokens it issued."""
+
+    def __init__(
+        self,
+        tokens: Mapping[str, UserInfo] | None = None,
+        *,
+        service_accounts: ServiceAccountLookup | None = None,
+        clock: Callable[[], datetime] | None = None,
+        key: bytes | None = None,
+    ) -> None:
         self._tokens = dict(tokens or {})
+        self._service_accounts = service_accounts
+        self._clock = clock
+        self._key = key or secrets.token_bytes(32)
 
     def authenticate(self, token: str) -> UserInfo | None:
         """The user a token belongs to, or None for an unknown token."""
-        return self._tokens.get(token)
+        found = self.review(token)
+        return None if isinstance(found, str) else found.user
+
+    def review(self, token: str) -> Authenticated | str:
+        """Who a token is and for which audiences, or why it is not accepted."""
+        user = self._tokens.get(token)
+        if user is not None:
+            return Authenticated(user)
+        if token.count(".") == 2 and self._service_accounts is not None:
+            return self._service_account(token)
+        return "invalid bearer token"
+
+    def issue(
+        self, namespace: str, name: str, uid: str, audiences: tuple[str, ...], ttl_s: int
+    ) -> tuple[str, int]:
+        """A signed token for a service account; returns it and its expiry (Unix seconds)."""
+        now = int(self._now().timestamp())
+        claims = {
+            "aud": list(audiences),
+            "exp": now + ttl_s,
+            "iat": now,
+            "nbf": now,
+            "iss": ISSUER,
+            "sub": service_account_username(namespace, name),
+            "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}},
+        }
+        header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+        payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
+        return f"{header}.{payload}.{self._sign(header, payload)}", now + ttl_s
+
+    def _sign(self, header: str, payload: str) -> str:
+        digest = hmac.new(self._key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+        return _b64(digest)
+
+    def _now(self) -> datetime:
+        if self._clock is None:
+            raise EmulatorError("service-account tokens need a clock")
+        return self._clock()
+
+    def _service_account(self, token: str) -> Authenticated | str:
+        header, payload, signature = token.split(".")
+        if not hmac.compare_digest(signature, self._sign(header, payload)):
+            return "invalid bearer token"
+        try:
+            claims: Any = json.loads(_unb64(payload))
+            info = claims["kubernetes.io"]
+            namespace = str(info["namespace"])
+            name = str(info["serviceaccount"]["name"])
+            uid = str(info["serviceaccount"]["uid"])
+            expires = int(claims["exp"])
+            audiences = tuple(str(a) for a in claims.get("aud") or [])
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            return "invalid bearer token"
+        if self._now().timestamp() >= expires:
+            return "invalid bearer token, service account token has expired"
+        assert self._service_accounts is not None
+        current = self._service_accounts(namespace, name)
+        if current is None:
+            return f'invalid bearer token, serviceaccounts "{name}" not found'
+        if current != uid:
+            return (
+                f"invalid bearer token, service account UID ({uid}) does not match the "
+                f"service account's UID ({current})"
+            )
+        user = UserInfo(
+            service_account_username(namespace, name),
+            uid=uid,
+            groups=service_account_groups(namespace),
+        )
+        return Authenticated(user, audiences)
 
 
 def unauthorized() -> ApiError:

@@ -127,6 +127,10 @@ KINDS: dict[str, Schema] = {
         2: ("spec", {1: ("token", "string"), 2: ("audiences", "strings")}),
     },
     "SelfSubjectReview": {1: ("metadata", _OBJECT_META)},
+    "TokenRequest": {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("audiences", "strings"), 4: ("expirationSeconds", "int")}),
+    },
     "SubjectAccessReview": _ACCESS_REVIEW,
     "LocalSubjectAccessReview": _ACCESS_REVIEW,
     "SelfSubjectAccessReview": _ACCESS_REVIEW,

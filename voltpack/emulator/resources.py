@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from voltpack.emulator.objects import JsonObj
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-SUBRESOURCE_VERBS = {"status": ("get", "patch", "update"), "binding": ("create",)}
+SUBRESOURCE_VERBS = {
+    "status": ("get", "patch", "update"),
+    "binding": ("create",),
+    "token": ("create",),
+}
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ SERVICEACCOUNTS = ResourceType(
     "serviceaccount",
     namespaced=True,
     short_names=("sa",),
+    subresources=frozenset({"token"}),
 )
 
 RBAC_GROUP = "rbac.authorization.k8s.io"

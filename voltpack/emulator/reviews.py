@@ -1,4 +1,4 @@
-"""The review APIs: TokenReview, SubjectAccessReview and their self/local variants.
+"""The review APIs: TokenReview, SubjectAccessReview and their self/local variants; TokenRequest.
 
 A review is created and answered in one call and never stored, as in kube-apiserver: the
 response is the request with `status` filled in (201 Created). Bodies are checked as the API
@@ -10,11 +10,12 @@ field.
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
-from voltpack.emulator.auth import Authenticator
+from voltpack.emulator.auth import DEFAULT_TOKEN_TTL_S, ISSUER, MIN_TOKEN_TTL_S, Authenticator
 from voltpack.emulator.errors import Cause, bad_request, invalid
-from voltpack.emulator.objects import JsonObj
+from voltpack.emulator.objects import JsonObj, timestamp
 from voltpack.emulator.rbac import (
     Attributes,
     NonResourceAttributes,
@@ -33,6 +34,11 @@ from voltpack.emulator.resources import (
     TOKENREVIEWS,
     ResourceType,
 )
+
+TOKENREQUESTS = ResourceType(
+    "authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", "", namespaced=True
+)
+"""The kind of `serviceaccounts/<name>/token` bodies (not a resource of its own)."""
 
 _RESOURCE_FIELDS = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
 
@@ -108,15 +114,63 @@ def token_review(body: Any, authenticator: Authenticator) -> JsonObj:
     audiences = _string_list(TOKENREVIEWS.kind, spec, "audiences", "spec")
     if not token:
         raise bad_request("token is required for TokenReview in authentication")
-    user = authenticator.authenticate(token)
-    if user is None:
-        review["status"] = {"authenticated": False, "user": {}, "error": "invalid bearer token"}
+    found = authenticator.review(token)
+    if isinstance(found, str):
+        review["status"] = {"authenticated": False, "user": {}, "error": found}
         return review
-    status: JsonObj = {"authenticated": True, "user": user.to_json()}
-    if audiences:
-        status["audiences"] = list(audiences)
-    review["status"] = status
+    wanted = audiences or (ISSUER,)
+    valid_for = found.audiences or (ISSUER,)
+    matching = [audience for audience in wanted if audience in valid_for]
+    if not matching:
+        review["status"] = {
+            "authenticated": False,
+            "user": {},
+            "error": f"token audiences {list(valid_for)} is invalid for the target audiences "
+            f"{list(wanted)}",
+        }
+        return review
+    review["status"] = {"authenticated": True, "user": found.user.to_json(), "audiences": matching}
     return review
+
+
+def token_request(
+    body: Any, account: JsonObj, authenticator: Authenticator, now: datetime
+) -> JsonObj:
+    """Issue a token for a service account (`serviceaccounts/<name>/token`)."""
+    rtype = TOKENREQUESTS
+    request = _decode(rtype, body)
+    spec = request["spec"]
+    audiences = _string_list(rtype.kind, spec, "audiences", "spec") or (ISSUER,)
+    ttl_s = spec.get("expirationSeconds", DEFAULT_TOKEN_TTL_S)
+    if not isinstance(ttl_s, int) or isinstance(ttl_s, bool):
+        raise bad_request("error decoding TokenRequest: spec.expirationSeconds must be an integer")
+    if ttl_s < MIN_TOKEN_TTL_S:
+        raise invalid(
+            rtype.kind,
+            rtype.group,
+            "",
+            [
+                Cause(
+                    "spec.expirationSeconds",
+                    "FieldValueInvalid",
+                    f"Invalid value: {ttl_s}: may not specify a duration less than 10 minutes",
+                )
+            ],
+        )
+    metadata = account["metadata"]
+    namespace, name = str(metadata["namespace"]), str(metadata["name"])
+    token, expires = authenticator.issue(namespace, name, str(metadata["uid"]), audiences, ttl_s)
+    request["metadata"] = {
+        "name": name,
+        "namespace": namespace,
+        "creationTimestamp": timestamp(now),
+    }
+    request["spec"] = {"audiences": list(audiences), "expirationSeconds": ttl_s}
+    request["status"] = {
+        "token": token,
+        "expirationTimestamp": timestamp(datetime.fromtimestamp(expires, UTC)),
+    }
+    return request
 
 
 def self_subject_review(body: Any, requester: UserInfo) -> JsonObj:

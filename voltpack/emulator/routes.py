@@ -465,6 +465,13 @@ async def _handle_subresource(
         body = await _read_body(request)
         status = ops.bind(target.namespace or "", body, target.name, _write_options(request))
         return respond(request, status, 201)
+    if target.subresource == "token":
+        if method != "POST":
+            raise method_not_allowed()
+        account = ops.get(rtype, target.namespace, target.name)
+        body = await _read_body(request)
+        answer = reviews.token_request(body, account, state.authenticator, state.clock())
+        return respond(request, answer, 201)
     if method == "GET":
         return respond(request, ops.get(rtype, target.namespace, target.name))
     if method == "PUT":

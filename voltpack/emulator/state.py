@@ -23,6 +23,7 @@ from voltpack.emulator.resources import (
     NODES,
     ROLEBINDINGS,
     ROLES,
+    SERVICEACCOUNTS,
     ResourceRegistry,
 )
 from voltpack.emulator.store import Store
@@ -88,7 +89,9 @@ class EmulatorState:
         self.ops = Operations(self.store, self.registry, clock, random.Random(self.config.seed))
         self.faults = Faults()
         tokens = load_token_file(self.config.token_file) if self.config.token_file else {}
-        self.authenticator = Authenticator(tokens)
+        self.authenticator = Authenticator(
+            tokens, service_accounts=self._service_account_uid, clock=clock
+        )
         self.lifecycle: PodLifecycle | None = None
         if self.config.lifecycle:
             self.lifecycle = PodLifecycle(
@@ -108,6 +111,10 @@ class EmulatorState:
             return self.ops.create(NODES, None, node_object(node, self.clock())).obj
         except ApiError as error:
             raise EmulatorError(f"cannot add node {node.name!r}: {error.message}") from None
+
+    def _service_account_uid(self, namespace: str, name: str) -> str | None:
+        account = self.store.get(SERVICEACCOUNTS.key, namespace, name)
+        return None if account is None else str(account["metadata"].get("uid", ""))
 
     def rbac_policy(self) -> RbacPolicy:
         """The RBAC objects stored now, ready to answer access reviews."""
