@@ -22,7 +22,7 @@ from rich.table import Table
 from voltpack import __version__
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth, StaticTokens
-from voltpack.emulator import EmulatorConfig, serve
+from voltpack.emulator import EmulatorConfig, EmulatorState, serve
 from voltpack.live_demo import ClusterCounts, run_live_demo
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.admin_source import KubeAdminSource
@@ -455,19 +455,26 @@ def emulator(
     time_factor: Annotated[
         float, typer.Option(help="wall seconds per simulated second of pod run time")
     ] = 1.0,
+    token_auth_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="static tokens that TokenReview accepts, as kube-apiserver's: CSV lines of "
+            'token,user,uid,"group1,group2"'
+        ),
+    ] = None,
 ) -> None:
     """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
     try:
         node_list = load_nodes(nodes or openb_dir() / OPENB_NODES)
-        config = EmulatorConfig(time_factor=time_factor)
+        config = EmulatorConfig(time_factor=time_factor, token_file=token_auth_file)
+        state = EmulatorState(config, nodes=node_list)
     except (VoltpackError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     serve(
         host,
         port,
-        nodes=node_list,
-        config=config,
+        state=state,
         on_ready=lambda url: console.print(
             f"emulator with {len(node_list)} nodes at {url}\n  kubectl --server {url} get nodes"
         ),

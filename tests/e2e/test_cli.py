@@ -240,3 +240,12 @@ def test_simulate_training_refuses_bad_input_clearly(tmp_path: Path) -> None:
     cluster = voltpack("simulate-training", "--trace", str(trace), "--cluster", "8:8")
     assert cluster.returncode == 2
     assert "expected V100:P100:K80" in cluster.stderr
+
+
+def test_emulator_refuses_a_malformed_token_file_naming_file_and_line(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('admin-token,ada,uid-ada,"admins"\nno-user-here\n', encoding="utf-8")
+    result = voltpack("emulator", "--port", "0", "--token-auth-file", str(tokens))
+    assert result.returncode == 2
+    message = " ".join(result.stderr.split())
+    assert f"token file {tokens}:2: expected token,user,uid" in message

@@ -22,8 +22,22 @@ What it simplifies, compared with a real kube-apiserver:
   conversion only rewrites `apiVersion`;
 - core and events.k8s.io Events are stored apart; foreground deletion acts as background;
 - no node heartbeats or node leases, and pods stay on a deleted node;
-- protobuf request bodies are decoded for Namespace, ConfigMap and Secret only (what `kubectl
-  create` sends); `/openapi/v3` is served without schemas, so `kubectl explain` has nothing.
+- protobuf request bodies are decoded for the kinds `kubectl create` and `kubectl auth` send
+  (Namespace, ConfigMap, Secret, ServiceAccount, the RBAC kinds and the reviews) only;
+  `/openapi/v3` is served without schemas, so `kubectl explain` has nothing;
+- authentication and authorization (`auth.py`, `rbac.py`, `reviews.py`): the emulator serves
+  TokenReview (static tokens of `EmulatorConfig.token_file`, kube-apiserver's
+  `--token-auth-file` format, and service-account tokens from `serviceaccounts/<name>/token`,
+  signed HS256 with a per-emulator key and not bound to pods or secrets; `kubectl create -f`
+  of a review needs `--validate=false`) and SubjectAccessReview with real
+  RBAC semantics, but does not itself authenticate or authorize requests: every request is
+  served, anonymous or not. Bearer tokens and `Impersonate-*` headers only decide whom the
+  self reviews (`kubectl auth can-i|whoami`) are about; impersonation is not authorized.
+  RBAC escalation checks (`escalate`, `bind`) are not made; aggregated ClusterRoles get their
+  rules when evaluated, not written into the object. A SubjectAccessReview about a service
+  account that gives no groups is evaluated with the service-account groups (kube-apiserver
+  uses exactly the groups sent). No bootstrap roles (`cluster-admin`, `view`, ...) and no
+  `default` ServiceAccount per namespace exist; `system:masters` is allowed everything.
 """
 
 from voltpack.emulator.errors import EmulatorError

@@ -83,15 +83,17 @@ def _resource_entry(rtype: ResourceType) -> list[JsonObj]:
     entry["storageVersionHash"] = digest[:8].hex()
     entries = [entry]
     for sub in sorted(rtype.subresources):
-        entries.append(
-            {
-                "name": f"{rtype.plural}/{sub}",
-                "singularName": "",
-                "namespaced": rtype.namespaced,
-                "kind": "Binding" if sub == "binding" else rtype.kind,
-                "verbs": list(SUBRESOURCE_VERBS[sub]),
-            }
-        )
+        sub_entry: JsonObj = {
+            "name": f"{rtype.plural}/{sub}",
+            "singularName": "",
+            "namespaced": rtype.namespaced,
+            "kind": {"binding": "Binding", "token": "TokenRequest"}.get(sub, rtype.kind),
+            "verbs": list(SUBRESOURCE_VERBS[sub]),
+        }
+        if sub == "token":
+            sub_entry["group"] = "authentication.k8s.io"
+            sub_entry["version"] = "v1"
+        entries.append(sub_entry)
     return entries
 
 

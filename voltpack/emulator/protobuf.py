@@ -1,9 +1,10 @@
 """Decoding of the Kubernetes protobuf encoding, for the few kinds kubectl sends that way.
 
-`kubectl create namespace|configmap|secret` post protobuf (`application/vnd.kubernetes.
+`kubectl create namespace|configmap|secret|serviceaccount|role|clusterrole|rolebinding|
+clusterrolebinding` and `kubectl auth can-i|whoami` post protobuf (`application/vnd.kubernetes.
 protobuf`): the magic `k8s\\0`, then a `runtime.Unknown` holding the TypeMeta and the object's
-bytes. This module turns those three kinds into JSON objects; any other kind is refused with
-415, as answers are always JSON (which those clients accept).
+bytes. This module turns those kinds into JSON objects; any other kind is refused with 415, as
+answers are always JSON (which those clients accept).
 """
 
 from __future__ import annotations
@@ -45,6 +46,51 @@ _OBJECT_META: Schema = {
     13: ("ownerReferences", ("repeated", _OWNER_REFERENCE)),
     14: ("finalizers", "strings"),
 }
+_POLICY_RULE: Schema = {
+    1: ("verbs", "strings"),
+    2: ("apiGroups", "strings"),
+    3: ("resources", "strings"),
+    4: ("resourceNames", "strings"),
+    5: ("nonResourceURLs", "strings"),
+}
+_LABEL_SELECTOR: Schema = {
+    1: ("matchLabels", "map"),
+    2: (
+        "matchExpressions",
+        ("repeated", {1: ("key", "string"), 2: ("operator", "string"), 3: ("values", "strings")}),
+    ),
+}
+_SUBJECT: Schema = {
+    1: ("kind", "string"),
+    2: ("apiGroup", "string"),
+    3: ("name", "string"),
+    4: ("namespace", "string"),
+}
+_ROLE_REF: Schema = {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")}
+_BINDING: Schema = {
+    1: ("metadata", _OBJECT_META),
+    2: ("subjects", ("repeated", _SUBJECT)),
+    3: ("roleRef", _ROLE_REF),
+}
+_RESOURCE_ATTRIBUTES: Schema = {
+    1: ("namespace", "string"),
+    2: ("verb", "string"),
+    3: ("group", "string"),
+    4: ("version", "string"),
+    5: ("resource", "string"),
+    6: ("subresource", "string"),
+    7: ("name", "string"),
+}
+_NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "string"), 2: ("verb", "string")}
+_ACCESS_REVIEW_SPEC: Schema = {
+    1: ("resourceAttributes", _RESOURCE_ATTRIBUTES),
+    2: ("nonResourceAttributes", _NON_RESOURCE_ATTRIBUTES),
+    3: ("user", "string"),
+    4: ("groups", "strings"),
+    6: ("uid", "string"),
+}
+_ACCESS_REVIEW: Schema = {1: ("metadata", _OBJECT_META), 2: ("spec", _ACCESS_REVIEW_SPEC)}
+
 KINDS: dict[str, Schema] = {
     "ConfigMap": {
         1: ("metadata", _OBJECT_META),
@@ -62,6 +108,35 @@ KINDS: dict[str, Schema] = {
     "Namespace": {
         1: ("metadata", _OBJECT_META),
         2: ("spec", {1: ("finalizers", "strings")}),
+    },
+    "ServiceAccount": {
+        1: ("metadata", _OBJECT_META),
+        3: ("automountServiceAccountToken", "bool"),
+        4: ("imagePullSecrets", ("repeated", {1: ("name", "string")})),
+    },
+    "Role": {1: ("metadata", _OBJECT_META), 2: ("rules", ("repeated", _POLICY_RULE))},
+    "ClusterRole": {
+        1: ("metadata", _OBJECT_META),
+        2: ("rules", ("repeated", _POLICY_RULE)),
+        3: ("aggregationRule", {1: ("clusterRoleSelectors", ("repeated", _LABEL_SELECTOR))}),
+    },
+    "RoleBinding": _BINDING,
+    "ClusterRoleBinding": _BINDING,
+    "TokenReview": {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("token", "string"), 2: ("audiences", "strings")}),
+    },
+    "SelfSubjectReview": {1: ("metadata", _OBJECT_META)},
+    "TokenRequest": {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("audiences", "strings"), 4: ("expirationSeconds", "int")}),
+    },
+    "SubjectAccessReview": _ACCESS_REVIEW,
+    "LocalSubjectAccessReview": _ACCESS_REVIEW,
+    "SelfSubjectAccessReview": _ACCESS_REVIEW,
+    "SelfSubjectRulesReview": {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("namespace", "string")}),
     },
 }
 
@@ -149,11 +224,15 @@ def _decode(data: bytes, schema: Schema) -> JsonObj:
             key, payload = _entry(value)
             shown = base64.b64encode(payload).decode() if how == "bytes_map" else payload.decode()
             out.setdefault(name, {})[key] = shown
-    return {k: v for k, v in out.items() if v not in ("", {}, [], 0) or k == "immutable"}
+    return {
+        k: v
+        for k, v in out.items()
+        if v not in ("", {}, [], 0) or k in ("immutable", "automountServiceAccountToken")
+    }
 
 
 def decode(body: bytes) -> JsonObj:
-    """A protobuf-encoded Namespace, ConfigMap or Secret as its JSON object."""
+    """A protobuf-encoded object of one of `KINDS` as its JSON object."""
     if not body.startswith(MAGIC):
         raise bad_request("protobuf body does not start with the Kubernetes magic prefix")
     unknown = _decode(body[len(MAGIC) :], _UNKNOWN)

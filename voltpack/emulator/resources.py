@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from voltpack.emulator.objects import JsonObj
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-SUBRESOURCE_VERBS = {"status": ("get", "patch", "update"), "binding": ("create",)}
+SUBRESOURCE_VERBS = {
+    "status": ("get", "patch", "update"),
+    "binding": ("create",),
+    "token": ("create",),
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class ResourceType:
     crd_name: str = ""
     schema: JsonObj | None = None
     printer_columns: tuple[JsonObj, ...] = ()
+    review: bool = False
+    """A review (TokenReview, SubjectAccessReview, ...): create only, answered, never stored."""
 
     @property
     def key(self) -> str:
@@ -163,6 +169,60 @@ CRDS = ResourceType(
     subresources=frozenset({"status"}),
     tracks_generation=True,
 )
+SERVICEACCOUNTS = ResourceType(
+    "",
+    "v1",
+    "ServiceAccount",
+    "serviceaccounts",
+    "serviceaccount",
+    namespaced=True,
+    short_names=("sa",),
+    subresources=frozenset({"token"}),
+)
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = ResourceType(RBAC_GROUP, "v1", "Role", "roles", "role", namespaced=True)
+CLUSTERROLES = ResourceType(
+    RBAC_GROUP, "v1", "ClusterRole", "clusterroles", "clusterrole", namespaced=False
+)
+ROLEBINDINGS = ResourceType(
+    RBAC_GROUP, "v1", "RoleBinding", "rolebindings", "rolebinding", namespaced=True
+)
+CLUSTERROLEBINDINGS = ResourceType(
+    RBAC_GROUP,
+    "v1",
+    "ClusterRoleBinding",
+    "clusterrolebindings",
+    "clusterrolebinding",
+    namespaced=False,
+)
+
+
+def _review(group: str, kind: str, *, namespaced: bool = False) -> ResourceType:
+    plural = kind.lower() + "s"
+    return ResourceType(
+        group,
+        "v1",
+        kind,
+        plural,
+        kind.lower(),
+        namespaced=namespaced,
+        verbs=("create",),
+        strategic_merge=False,
+        review=True,
+    )
+
+
+AUTHENTICATION_GROUP = "authentication.k8s.io"
+AUTHORIZATION_GROUP = "authorization.k8s.io"
+TOKENREVIEWS = _review(AUTHENTICATION_GROUP, "TokenReview")
+SELFSUBJECTREVIEWS = _review(AUTHENTICATION_GROUP, "SelfSubjectReview")
+SUBJECTACCESSREVIEWS = _review(AUTHORIZATION_GROUP, "SubjectAccessReview")
+SELFSUBJECTACCESSREVIEWS = _review(AUTHORIZATION_GROUP, "SelfSubjectAccessReview")
+LOCALSUBJECTACCESSREVIEWS = _review(
+    AUTHORIZATION_GROUP, "LocalSubjectAccessReview", namespaced=True
+)
+SELFSUBJECTRULESREVIEWS = _review(AUTHORIZATION_GROUP, "SelfSubjectRulesReview")
 
 BUILTINS: tuple[ResourceType, ...] = (
     NAMESPACES,
@@ -175,6 +235,17 @@ BUILTINS: tuple[ResourceType, ...] = (
     LEASES,
     EVENTS_V1,
     CRDS,
+    SERVICEACCOUNTS,
+    ROLES,
+    CLUSTERROLES,
+    ROLEBINDINGS,
+    CLUSTERROLEBINDINGS,
+    TOKENREVIEWS,
+    SELFSUBJECTREVIEWS,
+    SUBJECTACCESSREVIEWS,
+    SELFSUBJECTACCESSREVIEWS,
+    LOCALSUBJECTACCESSREVIEWS,
+    SELFSUBJECTRULESREVIEWS,
 )
 
 _VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")

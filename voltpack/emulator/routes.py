@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from voltpack.emulator import discovery, protobuf
+from voltpack.emulator import discovery, protobuf, reviews
+from voltpack.emulator.auth import RequestIdentity, request_user
 from voltpack.emulator.errors import (
     ApiError,
     bad_request,
@@ -321,6 +322,8 @@ async def _handle_resource(
     ops = state.ops
     if target.namespace is not None and not rtype.namespaced:
         raise path_not_found()
+    if rtype.review:
+        return await _review(request, state, rtype, target)
     if rtype.key == "bindings":
         if target.name is not None or method != "POST" or target.namespace is None:
             raise method_not_allowed() if target.name is None else path_not_found()
@@ -384,6 +387,40 @@ async def _handle_resource(
     raise method_not_allowed()
 
 
+async def _review(
+    request: web.Request, state: EmulatorState, rtype: ResourceType, target: Target
+) -> web.Response:
+    """Create (answer) a TokenReview, SubjectAccessReview or one of their variants."""
+    if target.name is not None or target.subresource is not None:
+        raise path_not_found()
+    if request.method.upper() != "POST":
+        raise method_not_allowed()
+    if rtype.namespaced and target.namespace is None:
+        raise path_not_found()
+    _write_options(request)
+    body = await _read_body(request)
+    kind = rtype.kind
+    if kind == "TokenReview":
+        answer = reviews.token_review(body, state.authenticator)
+    elif kind == "SubjectAccessReview":
+        answer = reviews.subject_access_review(body, state.rbac_policy())
+    elif kind == "LocalSubjectAccessReview":
+        assert target.namespace is not None
+        answer = reviews.local_subject_access_review(body, target.namespace, state.rbac_policy())
+    else:
+        identity = RequestIdentity.from_headers(request.headers.items())
+        requester = request_user(identity, state.authenticator)
+        if kind == "SelfSubjectReview":
+            answer = reviews.self_subject_review(body, requester)
+        elif kind == "SelfSubjectAccessReview":
+            answer = reviews.self_subject_access_review(body, requester, state.rbac_policy())
+        elif kind == "SelfSubjectRulesReview":
+            answer = reviews.self_subject_rules_review(body, requester, state.rbac_policy())
+        else:
+            raise method_not_allowed()
+    return respond(request, answer, 201)
+
+
 def _written(request: web.Request, written: Written) -> web.Response:
     return respond(request, written.obj, 201 if written.created else 200, written.warnings)
 
@@ -428,6 +465,13 @@ async def _handle_subresource(
         body = await _read_body(request)
         status = ops.bind(target.namespace or "", body, target.name, _write_options(request))
         return respond(request, status, 201)
+    if target.subresource == "token":
+        if method != "POST":
+            raise method_not_allowed()
+        account = ops.get(rtype, target.namespace, target.name)
+        body = await _read_body(request)
+        answer = reviews.token_request(body, account, state.authenticator, state.clock())
+        return respond(request, answer, 201)
     if method == "GET":
         return respond(request, ops.get(rtype, target.namespace, target.name))
     if method == "PUT":

@@ -166,9 +166,14 @@ def serve(
     nodes: Iterable[Node] = (),
     config: EmulatorConfig | None = None,
     on_ready: Callable[[str], None] | None = None,
+    state: EmulatorState | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted (Ctrl-C); `on_ready(url)` once listening."""
-    state = EmulatorState(config, nodes=nodes)
+    """Serve in the foreground until interrupted (Ctrl-C); `on_ready(url)` once listening.
+
+    Pass `state` to serve a state built beforehand (then `nodes` and `config` are unused).
+    """
+    if state is None:
+        state = EmulatorState(config, nodes=nodes)
 
     async def main() -> None:
         runner, bound_port = await _start_site(state, host, port)

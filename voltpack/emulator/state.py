@@ -6,7 +6,9 @@ import asyncio
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from voltpack.emulator.auth import Authenticator, load_token_file
 from voltpack.emulator.discovery import KUBERNETES_VERSION
 from voltpack.emulator.errors import ApiError, EmulatorError
 from voltpack.emulator.faults import Faults
@@ -14,7 +16,16 @@ from voltpack.emulator.lifecycle import PodLifecycle
 from voltpack.emulator.nodes import node_object
 from voltpack.emulator.objects import Clock, JsonObj, utc_now
 from voltpack.emulator.operations import SYSTEM_NAMESPACES, Operations
-from voltpack.emulator.resources import NODES, ResourceRegistry
+from voltpack.emulator.rbac import RbacPolicy
+from voltpack.emulator.resources import (
+    CLUSTERROLEBINDINGS,
+    CLUSTERROLES,
+    NODES,
+    ROLEBINDINGS,
+    ROLES,
+    SERVICEACCOUNTS,
+    ResourceRegistry,
+)
 from voltpack.emulator.store import Store
 from voltpack.model import Node
 
@@ -25,7 +36,9 @@ class EmulatorConfig:
 
     `time_factor` scales every simulated duration of the lifecycle simulator into wall-clock
     time (0.01 runs a 100 s pod in 1 s). `history_size` bounds the watch history: a watch
-    from a resourceVersion older than the history gets `410 Expired`.
+    from a resourceVersion older than the history gets `410 Expired`. `token_file` is a
+    static token file in kube-apiserver's `--token-auth-file` format (`token,user,uid,
+    "group1,group2"`), whose tokens TokenReview accepts.
     """
 
     history_size: int = 10_000
@@ -37,6 +50,7 @@ class EmulatorConfig:
     max_watch_timeout_s: float = 1800.0
     kubernetes_version: str = KUBERNETES_VERSION
     seed: int | None = None
+    token_file: Path | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -74,6 +88,10 @@ class EmulatorState:
         self.registry = ResourceRegistry()
         self.ops = Operations(self.store, self.registry, clock, random.Random(self.config.seed))
         self.faults = Faults()
+        tokens = load_token_file(self.config.token_file) if self.config.token_file else {}
+        self.authenticator = Authenticator(
+            tokens, service_accounts=self._service_account_uid, clock=clock
+        )
         self.lifecycle: PodLifecycle | None = None
         if self.config.lifecycle:
             self.lifecycle = PodLifecycle(
@@ -93,6 +111,19 @@ class EmulatorState:
             return self.ops.create(NODES, None, node_object(node, self.clock())).obj
         except ApiError as error:
             raise EmulatorError(f"cannot add node {node.name!r}: {error.message}") from None
+
+    def _service_account_uid(self, namespace: str, name: str) -> str | None:
+        account = self.store.get(SERVICEACCOUNTS.key, namespace, name)
+        return None if account is None else str(account["metadata"].get("uid", ""))
+
+    def rbac_policy(self) -> RbacPolicy:
+        """The RBAC objects stored now, ready to answer access reviews."""
+        return RbacPolicy(
+            cluster_roles=self.store.objects(CLUSTERROLES.key),
+            roles=self.store.objects(ROLES.key),
+            cluster_role_bindings=self.store.objects(CLUSTERROLEBINDINGS.key),
+            role_bindings=self.store.objects(ROLEBINDINGS.key),
+        )
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called when the server starts serving on `loop`."""

@@ -14,7 +14,20 @@ from typing import Any
 from voltpack.emulator.errors import Cause
 from voltpack.emulator.objects import JsonObj, timestamp
 from voltpack.emulator.resources import ResourceType
-from voltpack.emulator.validation import validate_configmap, validate_crd, validate_pod
+from voltpack.emulator.validation import (
+    default_rbac_binding,
+    validate_configmap,
+    validate_crd,
+    validate_pod,
+    validate_rbac_binding,
+    validate_rbac_role,
+)
+
+_RBAC_ROLES = ("roles.rbac.authorization.k8s.io", "clusterroles.rbac.authorization.k8s.io")
+_RBAC_BINDINGS = (
+    "rolebindings.rbac.authorization.k8s.io",
+    "clusterrolebindings.rbac.authorization.k8s.io",
+)
 
 DEFAULT_TOLERATIONS = (
     {
@@ -175,6 +188,8 @@ def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
         obj["status"] = crd_status(obj, now, None)
     elif rtype.key == "secrets":
         obj.setdefault("type", "Opaque")
+    elif rtype.key in _RBAC_BINDINGS:
+        default_rbac_binding(obj)
 
 
 def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetime) -> None:
@@ -186,6 +201,8 @@ def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetim
     elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         default_crd(new)
         new["status"] = crd_status(new, now, old.get("status"))
+    elif rtype.key in _RBAC_BINDINGS:
+        default_rbac_binding(new)
 
 
 def validate(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
@@ -195,6 +212,10 @@ def validate(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
         return validate_configmap(obj)
     if rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         return validate_crd(obj)
+    if rtype.key in _RBAC_ROLES:
+        return validate_rbac_role(obj, namespaced=rtype.namespaced)
+    if rtype.key in _RBAC_BINDINGS:
+        return validate_rbac_binding(obj, namespaced=rtype.namespaced)
     return []
 
 
@@ -234,6 +255,11 @@ def validate_update(rtype: ResourceType, new: JsonObj, old: JsonObj) -> list[Cau
                             "Forbidden: field is immutable when `immutable` is set",
                         )
                     )
+    elif rtype.key in _RBAC_BINDINGS:
+        if new.get("roleRef") != old.get("roleRef"):
+            causes.append(
+                Cause("roleRef", "FieldValueInvalid", "Invalid value: cannot change roleRef")
+            )
     elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         for field in ("group", "scope"):
             if (new.get("spec") or {}).get(field) != (old.get("spec") or {}).get(field):

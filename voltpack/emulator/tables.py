@@ -177,7 +177,45 @@ _BUILTIN_COLUMNS: dict[str, list[Column]] = {
         _NAME,
         ("Created At", "date", "", 0),
     ],
+    "serviceaccounts": [_NAME, ("Secrets", "string", "", 0), _AGE],
+    "roles.rbac.authorization.k8s.io": [_NAME, ("Created At", "date", "", 0)],
+    "clusterroles.rbac.authorization.k8s.io": [_NAME, ("Created At", "date", "", 0)],
+    "rolebindings.rbac.authorization.k8s.io": [
+        _NAME,
+        ("Role", "string", "", 0),
+        _AGE,
+        ("Users", "string", "", 1),
+        ("Groups", "string", "", 1),
+        ("ServiceAccounts", "string", "", 1),
+    ],
+    "clusterrolebindings.rbac.authorization.k8s.io": [
+        _NAME,
+        ("Role", "string", "", 0),
+        _AGE,
+        ("Users", "string", "", 1),
+        ("Groups", "string", "", 1),
+        ("ServiceAccounts", "string", "", 1),
+    ],
 }
+
+
+def _binding_cells(obj: JsonObj, age: str) -> list[Any]:
+    ref = obj.get("roleRef") or {}
+    by_kind: dict[str, list[str]] = {"User": [], "Group": [], "ServiceAccount": []}
+    for subject in obj.get("subjects") or []:
+        kind = subject.get("kind")
+        if kind == "ServiceAccount":
+            by_kind[kind].append(f"{subject.get('namespace', '')}/{subject.get('name', '')}")
+        elif kind in by_kind:
+            by_kind[kind].append(str(subject.get("name", "")))
+    return [
+        obj["metadata"]["name"],
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        age,
+        ", ".join(by_kind["User"]),
+        ", ".join(by_kind["Group"]),
+        ", ".join(by_kind["ServiceAccount"]),
+    ]
 
 
 def _builtin_cells(rtype: ResourceType, obj: JsonObj, now: datetime) -> list[Any]:
@@ -199,8 +237,19 @@ def _builtin_cells(rtype: ResourceType, obj: JsonObj, now: datetime) -> list[Any
         return _event_cells(obj, now)
     if key == "leases.coordination.k8s.io":
         return [metadata["name"], (obj.get("spec") or {}).get("holderIdentity") or "", age]
-    if key == "customresourcedefinitions.apiextensions.k8s.io":
+    if key in (
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "roles.rbac.authorization.k8s.io",
+        "clusterroles.rbac.authorization.k8s.io",
+    ):
         return [metadata["name"], metadata.get("creationTimestamp", "")]
+    if key in (
+        "rolebindings.rbac.authorization.k8s.io",
+        "clusterrolebindings.rbac.authorization.k8s.io",
+    ):
+        return _binding_cells(obj, age)
+    if key == "serviceaccounts":
+        return [metadata["name"], str(len(obj.get("secrets") or [])), age]
     return [metadata["name"], age]
 
 

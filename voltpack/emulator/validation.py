@@ -12,7 +12,7 @@ from typing import Any
 
 from voltpack.emulator.errors import Cause
 from voltpack.emulator.objects import JsonObj
-from voltpack.emulator.resources import ResourceType
+from voltpack.emulator.resources import RBAC_GROUP, ResourceType
 from voltpack.emulator.schema import schema_problems
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -96,7 +96,7 @@ def validate_metadata(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
         causes.append(_required("metadata.name", "name or generateName is required"))
     elif rtype.plural == "namespaces":
         causes.extend(dns_label_problems(name, "metadata.name"))
-    elif rtype.custom or rtype.plural in ("events",):
+    elif rtype.custom or rtype.plural in ("events",) or rtype.group == RBAC_GROUP:
         if name in (".", "..") or "/" in name or "%" in name:
             causes.append(_invalid("metadata.name", name, "may not contain '/' or '%'"))
         elif rtype.custom:
@@ -273,6 +273,123 @@ def validate_configmap(obj: JsonObj) -> list[Cause]:
             seen.add(str(key))
             if part == "data" and not isinstance(value, str):
                 causes.append(_invalid(f"{part}[{key}]", value, "must be a string"))
+    return causes
+
+
+def _not_supported(field: str, value: Any, supported: tuple[str, ...]) -> Cause:
+    listed = ", ".join(f'"{item}"' for item in supported)
+    return Cause(
+        field, "FieldValueNotSupported", f'Unsupported value: "{value}": supported values: {listed}'
+    )
+
+
+def _string_list_problems(container: JsonObj, key: str, field: str) -> list[Cause]:
+    value = container.get(key)
+    if value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        return []
+    return [_invalid(field, value, "must be a list of strings")]
+
+
+def validate_rbac_role(obj: JsonObj, *, namespaced: bool) -> list[Cause]:
+    """Rules of a Role or ClusterRole, as kube-apiserver's RBAC validation checks them."""
+    rules = obj.get("rules") or []
+    if not isinstance(rules, list):
+        return [_invalid("rules", rules, "must be a list of rules")]
+    causes: list[Cause] = []
+    for index, rule in enumerate(rules):
+        where = f"rules[{index}]"
+        if not isinstance(rule, dict):
+            causes.append(_invalid(where, rule, "must be an object"))
+            continue
+        keys = ("verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs")
+        problems = [c for key in keys for c in _string_list_problems(rule, key, f"{where}.{key}")]
+        if problems:
+            causes.extend(problems)
+            continue
+        if not rule.get("verbs"):
+            causes.append(_required(f"{where}.verbs", "verbs must contain at least one value"))
+        urls = rule.get("nonResourceURLs") or []
+        if urls:
+            if namespaced:
+                causes.append(
+                    _invalid(
+                        f"{where}.nonResourceURLs",
+                        urls,
+                        "namespaced rules cannot apply to non-resource URLs",
+                    )
+                )
+            if rule.get("apiGroups") or rule.get("resources") or rule.get("resourceNames"):
+                causes.append(
+                    _invalid(
+                        f"{where}.nonResourceURLs",
+                        urls,
+                        "rules cannot apply to both regular resources and non-resource URLs",
+                    )
+                )
+            continue
+        if not rule.get("apiGroups"):
+            causes.append(
+                _required(f"{where}.apiGroups", "resource rules must supply at least one api group")
+            )
+        if not rule.get("resources"):
+            causes.append(
+                _required(f"{where}.resources", "resource rules must supply at least one resource")
+            )
+    return causes
+
+
+def default_rbac_binding(obj: JsonObj) -> None:
+    """kube-apiserver's defaults: roleRef and User/Group subjects in the RBAC API group."""
+    role_ref = obj.get("roleRef")
+    if isinstance(role_ref, dict) and not role_ref.get("apiGroup"):
+        role_ref["apiGroup"] = RBAC_GROUP
+    for subject in obj.get("subjects") or []:
+        if (
+            isinstance(subject, dict)
+            and not subject.get("apiGroup")
+            and subject.get("kind") in ("User", "Group")
+        ):
+            subject["apiGroup"] = RBAC_GROUP
+
+
+def validate_rbac_binding(obj: JsonObj, *, namespaced: bool) -> list[Cause]:
+    """roleRef and subjects of a RoleBinding (namespaced) or ClusterRoleBinding."""
+    causes: list[Cause] = []
+    role_ref = obj.get("roleRef")
+    if not isinstance(role_ref, dict):
+        return [_required("roleRef")]
+    if role_ref.get("apiGroup") != RBAC_GROUP:
+        causes.append(_not_supported("roleRef.apiGroup", role_ref.get("apiGroup"), (RBAC_GROUP,)))
+    kinds = ("Role", "ClusterRole") if namespaced else ("ClusterRole",)
+    if role_ref.get("kind") not in kinds:
+        causes.append(_not_supported("roleRef.kind", role_ref.get("kind", ""), kinds))
+    name = role_ref.get("name")
+    if not isinstance(name, str) or not name:
+        causes.append(_required("roleRef.name"))
+    subjects = obj.get("subjects") or []
+    if not isinstance(subjects, list):
+        return [*causes, _invalid("subjects", subjects, "must be a list of subjects")]
+    for index, subject in enumerate(subjects):
+        where = f"subjects[{index}]"
+        if not isinstance(subject, dict):
+            causes.append(_invalid(where, subject, "must be an object"))
+            continue
+        if not subject.get("name"):
+            causes.append(_required(f"{where}.name"))
+        kind = subject.get("kind")
+        group = subject.get("apiGroup", "")
+        if kind == "ServiceAccount":
+            if group:
+                causes.append(_not_supported(f"{where}.apiGroup", group, ("",)))
+            if not namespaced and not subject.get("namespace"):
+                causes.append(_required(f"{where}.namespace"))
+        elif kind in ("User", "Group"):
+            if group != RBAC_GROUP:
+                causes.append(_not_supported(f"{where}.apiGroup", group, (RBAC_GROUP,)))
+        else:
+            causes.append(
+                _not_supported(f"{where}.kind", kind or "", ("ServiceAccount", "User", "Group"))
+            )
     return causes
 
 
