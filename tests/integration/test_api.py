@@ -6,7 +6,6 @@ changed through the official client by the operator's adapter, exactly as `voltp
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import uvicorn
 from kubernetes import client
 
 from tests.integration.conftest import pod_manifest, wait_for
+from tests.integration.prometheus import free_port
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.emulator import RunningEmulator
@@ -31,12 +31,6 @@ from voltpack.policies.schema import example_policy_path, load_policy
 TOKENS = {"viewer": "tok-viewer-1", "operator": "tok-operator-1", "admin": "tok-admin-1"}
 NAMESPACE = "voltpack-system"
 SMALL_TRACE = "physical_cluster/small_test.trace"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
