@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 from _common import RESULTS_DIR, machine
 
+from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.throughput_table import ThroughputTable, load_gavel_throughputs
 from voltpack.policies.hetero.allocation import AllocationInput
 from voltpack.policies.hetero.registry import allocation_policy_names, make_allocation_policy
 from voltpack.sim.datasets import data_dir
-from voltpack.sim.hetero import RoundConfig, RoundSimulator, summarize
+from voltpack.sim.hetero import RoundConfig, RoundSimulator, parse_gavel_cluster, summarize
 from voltpack.sim.traces.gavel import GavelJob, load_gavel_trace
 from voltpack.sim.traces.gavel_generator import (
     GeneratorConfig,
@@ -53,14 +54,6 @@ GAVEL_ANCHORS: dict[str, tuple[float, float, float]] = {
 """Gavel's simulator on the anchor trace (avg JCT, p99 JCT, makespan; data/gavel/generated)."""
 BASELINE = "max_min_fairness_perf"
 MECHANISMS = {"gavel": True, "voltpack": False}
-
-
-def parse_cluster(text: str) -> dict[str, int]:
-    """'V:P:K' GPU counts of v100, p100, k80."""
-    parts = text.split(":")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise SystemExit(f"--cluster {text!r}: expected V:P:K, e.g. 8:8:8")
-    return dict(zip(("v100", "p100", "k80"), map(int, parts), strict=True))
 
 
 def generated(spec: str, durations: str, table: ThroughputTable) -> tuple[str, list[GavelJob]]:
@@ -187,7 +180,10 @@ def main() -> None:
     args = parser.parse_args()
 
     gavel = data_dir() / "gavel"
-    cluster = parse_cluster(args.cluster)
+    try:
+        cluster = parse_gavel_cluster(args.cluster)
+    except InvalidRequestError as exc:
+        raise SystemExit(f"--cluster: {exc}") from None
     table = load_gavel_throughputs(gavel / "simulation_throughputs.json")
     if args.generate:
         trace_name, trace = generated(args.generate, args.durations, table)

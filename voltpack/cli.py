@@ -48,7 +48,7 @@ from voltpack.sim.datasets import (
     openb_dir,
 )
 from voltpack.sim.experiment import ArrivalOrder
-from voltpack.sim.hetero import RoundConfig, RoundSimulator, summarize
+from voltpack.sim.hetero import RoundConfig, RoundSimulator, parse_gavel_cluster, summarize
 from voltpack.sim.report import PolicySummary, write_reports
 from voltpack.sim.runner import ExperimentPlan, run_plan
 from voltpack.sim.traces.gavel import load_gavel_trace
@@ -313,13 +313,6 @@ def policy_strategies() -> None:
     console.print(allocation)
 
 
-def _parse_cluster(text: str) -> dict[str, int]:
-    parts = text.split(":")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise typer.BadParameter(f"--cluster {text!r}: expected V100:P100:K80 counts, e.g. 8:8:8")
-    return dict(zip(("v100", "p100", "k80"), map(int, parts), strict=True))
-
-
 @app.command("simulate-training")
 def simulate_training(
     trace: Annotated[Path, typer.Option(help="Gavel-format trace (physical_cluster or msr)")],
@@ -339,8 +332,8 @@ def simulate_training(
     policies = policy or ["max_min_fairness_perf", "shortest_remaining_perf"]
     if round_s <= 0 or restart_cost_s < 0:
         raise typer.BadParameter("--round-s must be > 0 and --restart-cost-s >= 0")
-    gpus = _parse_cluster(cluster)
     try:
+        gpus = parse_gavel_cluster(cluster)
         table = load_gavel_throughputs(
             throughputs or data_dir() / "gavel" / "simulation_throughputs.json"
         )

@@ -11,18 +11,23 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from kubernetes import client
 
 from tests.fakes.nvml import build_fake_nvml, load_in_process
+from tests.integration.prometheus import free_port
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
+from voltpack.operator.runner import Operator, OperatorConfig
 
 TIME_FACTOR = 0.001
 """Wall seconds per simulated second: a pod asking for 100 s finishes after 0.1 s."""
@@ -189,3 +194,35 @@ def fake_nvml_dir() -> Path:
     lib_dir = build_fake_nvml()
     load_in_process(lib_dir)
     return lib_dir
+
+
+@contextmanager
+def operator_thread(url: str, config: OperatorConfig) -> Iterator[Operator]:
+    """An operator replica with its own API client, running in a thread; stopped on exit."""
+    api = client.ApiClient(client.Configuration(host=url))
+    operator = Operator(api, config)
+    stop = threading.Event()
+    thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield operator
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+        api.close()
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """An ASGI app served by uvicorn on a free port in a thread; its base URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, what="uvicorn to start")
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -6,7 +6,6 @@ changed through the official client by the operator's adapter, exactly as `voltp
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,11 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from kubernetes import client
 
-from tests.integration.conftest import pod_manifest, wait_for
-from tests.integration.prometheus import free_port
+from tests.integration.conftest import operator_thread, pod_manifest, serving, wait_for
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.emulator import RunningEmulator
@@ -78,21 +75,12 @@ def server(
     app = create_app(
         ApiDependencies(cluster=source, policies=source, authenticator=tokens, authorizer=tokens)
     )
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    wait_for(lambda: uv.started, what="uvicorn to start")
-    try:
-        yield ApiServer(f"http://127.0.0.1:{port}", emulator, source)
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=10)
+    with serving(app) as url:
+        yield ApiServer(url, emulator, source)
 
 
 @pytest.fixture
 def operator(kube: client.ApiClient, emulator: RunningEmulator) -> Iterator[Operator]:
-    api = client.ApiClient(client.Configuration(host=emulator.url))
     config = OperatorConfig(
         policy=load_policy(example_policy_path("fgd")),
         identity="api-test",
@@ -102,16 +90,8 @@ def operator(kube: client.ApiClient, emulator: RunningEmulator) -> Iterator[Oper
         power=False,
         policy_refresh_s=0.1,
     )
-    running = Operator(api, config)
-    stop = threading.Event()
-    thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with operator_thread(emulator.url, config) as running:
         yield running
-    finally:
-        stop.set()
-        thread.join(timeout=15)
-        api.close()
 
 
 def operations(server: ApiServer) -> list[tuple[str, str]]:

@@ -3,17 +3,14 @@ emulator, the roles of examples/rbac applied with kubectl, over real HTTP (uvico
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from kubernetes import client
 
-from tests.integration.conftest import TIME_FACTOR, Kubectl, wait_for
-from tests.integration.prometheus import free_port
+from tests.integration.conftest import TIME_FACTOR, Kubectl, serving
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.emulator import EmulatorConfig, RunningEmulator
@@ -51,16 +48,10 @@ def url(emulator: RunningEmulator, kubectl: Kubectl) -> Iterator[str]:
     app = create_app(
         ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
     )
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_for(lambda: server.started, what="uvicorn to start")
     try:
-        yield f"http://127.0.0.1:{port}"
+        with serving(app) as base_url:
+            yield base_url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         kube.close()
 
 

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import Kubectl, pod_manifest, wait_for
+from tests.integration.conftest import Kubectl, operator_thread, pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.crds import install_crds
@@ -32,7 +32,6 @@ def running_operator(
     emulator: RunningEmulator, identity: str = "op-a", strategy: str = "best-fit"
 ) -> Iterator[Operator]:
     """An operator replica in a thread, with its own API client; stopped on exit."""
-    api = client.ApiClient(client.Configuration(host=emulator.url))
     config = OperatorConfig(
         policy=policy_for_strategy(strategy),
         identity=identity,
@@ -40,16 +39,8 @@ def running_operator(
         cycle_interval_s=0.05,
         lease_duration_s=2,
     )
-    operator = Operator(api, config)
-    stop = threading.Event()
-    thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with operator_thread(emulator.url, config) as operator:
         yield operator
-    finally:
-        stop.set()
-        thread.join(timeout=15)
-        api.close()
 
 
 @pytest.fixture

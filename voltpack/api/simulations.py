@@ -19,18 +19,17 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voltpack.api.sources import SimulationRun
-from voltpack.model.errors import VoltpackError
+from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.perf.throughput_table import load_gavel_throughputs
 from voltpack.policies.hetero.registry import allocation_policy_names, make_allocation_policy
 from voltpack.sim.datasets import data_dir
-from voltpack.sim.hetero import RoundConfig, RoundSimulator, summarize
+from voltpack.sim.hetero import RoundConfig, RoundSimulator, parse_gavel_cluster, summarize
 from voltpack.sim.traces.gavel import load_gavel_trace
 
 if TYPE_CHECKING:
     from voltpack.api.sources import History
 
 _TRACE_NAME = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.trace$")
-_CLUSTER = re.compile(r"^\d{1,4}:\d{1,4}:\d{1,4}$")
 
 
 class SimulationRequest(BaseModel):
@@ -62,8 +61,10 @@ class SimulationRequest(BaseModel):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, value: str) -> str:
-        if not _CLUSTER.match(value) or sum(int(p) for p in value.split(":")) == 0:
-            raise ValueError("must be V100:P100:K80 GPU counts with at least one GPU")
+        try:
+            parse_gavel_cluster(value)
+        except InvalidRequestError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("policies")
@@ -125,9 +126,7 @@ class SimulationRunner:
         try:
             table = load_gavel_throughputs(data_dir() / "gavel" / "simulation_throughputs.json")
             jobs = load_gavel_trace(path)
-            gpus = dict(
-                zip(("v100", "p100", "k80"), map(int, request.cluster.split(":")), strict=True)
-            )
+            gpus = parse_gavel_cluster(request.cluster)
             config = RoundConfig(round_s=request.round_s, seed=request.seed, gavel_compatible=False)
             results = {}
             for done, name in enumerate(request.policies):

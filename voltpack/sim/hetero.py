@@ -31,6 +31,19 @@ from voltpack.sim.traces.gavel import GavelJob
 GAVEL_MODEL_ORDER = ("v100", "p100", "k80")
 
 
+def parse_gavel_cluster(text: str) -> dict[str, int]:
+    """'V:P:K' (e.g. '8:8:8') as GPU counts of v100, p100 and k80; InvalidRequestError if not."""
+    parts = text.split(":")
+    if len(parts) != len(GAVEL_MODEL_ORDER) or not all(p.isdigit() and len(p) < 6 for p in parts):
+        raise InvalidRequestError(
+            f"cluster {text!r}: expected V100:P100:K80 GPU counts, e.g. 8:8:8"
+        )
+    counts = dict(zip(GAVEL_MODEL_ORDER, map(int, parts), strict=True))
+    if sum(counts.values()) == 0:
+        raise InvalidRequestError(f"cluster {text!r}: needs at least one GPU")
+    return counts
+
+
 @dataclass(frozen=True)
 class RoundConfig:
     """How the mechanism runs."""
