@@ -131,3 +131,17 @@ class AuditRow(Base):
     target: Mapped[str] = mapped_column(String(512))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON_DOCUMENT)
     outcome: Mapped[str] = mapped_column(String(32))
+
+
+class DecisionCountRow(Base):
+    """Decisions and placements per `COUNT_BUCKET_S`, kept in step with `decisions`."""
+
+    __tablename__ = "decision_counts"
+
+    bucket_start_s: Mapped[float] = mapped_column(Double(), primary_key=True)
+    decisions: Mapped[int] = mapped_column(BigInteger())
+    placed: Mapped[int] = mapped_column(BigInteger())
+
+
+COUNT_BUCKET_S = 3600.0
+"""Width of the `decision_counts` buckets (a change needs a migration that rebuilds them)."""

@@ -59,7 +59,9 @@ from voltpack.store.records import (
     SimulationStatus,
 )
 from voltpack.store.schema import (
+    COUNT_BUCKET_S,
     AuditRow,
+    DecisionCountRow,
     DecisionRow,
     JobHistoryRow,
     PowerSampleRow,
@@ -68,6 +70,7 @@ from voltpack.store.schema import (
 from voltpack.store.url import create_store_engine, resolve_url, sqlite_file
 
 DECISIONS = cast(Table, DecisionRow.__table__)
+DECISION_COUNTS = cast(Table, DecisionCountRow.__table__)
 JOB_HISTORY = cast(Table, JobHistoryRow.__table__)
 POWER_SAMPLES = cast(Table, PowerSampleRow.__table__)
 SIMULATION_RUNS = cast(Table, SimulationRunRow.__table__)
@@ -124,6 +127,16 @@ def decode_cursor(cursor: str) -> tuple[float, int]:
     if not math.isfinite(at_s) or row_id < 0:
         raise InvalidCursorError(f"cursor {cursor[:64]!r} is out of range; omit it to start over")
     return at_s, row_id
+
+
+def bucket_start(at_s: float, bucket_s: float = COUNT_BUCKET_S) -> float:
+    """The start of the bucket holding `at_s`: exactly `start <= at_s < start + bucket_s`."""
+    start = math.floor(at_s / bucket_s) * bucket_s
+    if at_s < start:
+        return start - bucket_s
+    if at_s >= start + bucket_s:
+        return start + bucket_s
+    return float(start)
 
 
 def _check_limit(limit: int) -> None:
@@ -260,9 +273,32 @@ class Store:
     def add_decisions(self, records: Iterable[DecisionRecord]) -> int:
         """Write decisions (their `id` is ignored; the store assigns one). Returns how many."""
         rows = [r.model_dump(exclude={"id"}) for r in records]
+        if not rows:
+            return 0
+        counts: dict[float, list[int]] = {}
+        for row in rows:
+            bucket = counts.setdefault(bucket_start(row["at_s"]), [0, 0])
+            bucket[0] += 1
+            bucket[1] += row["placed"]
+        dialect = postgresql if self.dialect == "postgresql" else sqlite
+        upsert = dialect.insert(DECISION_COUNTS)
+        upsert = upsert.on_conflict_do_update(
+            index_elements=["bucket_start_s"],
+            set_={
+                "decisions": DECISION_COUNTS.c.decisions + upsert.excluded.decisions,
+                "placed": DECISION_COUNTS.c.placed + upsert.excluded.placed,
+            },
+        )
         with self._begin() as connection:
             for start in range(0, len(rows), WRITE_BATCH):
                 connection.execute(insert(DECISIONS), rows[start : start + WRITE_BATCH])
+            connection.execute(
+                upsert,
+                [
+                    {"bucket_start_s": start, "decisions": total, "placed": placed}
+                    for start, (total, placed) in sorted(counts.items())
+                ],
+            )
         return len(rows)
 
     def _decision_filters(
@@ -328,7 +364,16 @@ class Store:
         until_s: float | None = None,
         placed: bool | None = None,
     ) -> int:
-        """How many decisions match (the same filters as `query_decisions`)."""
+        """How many decisions match (the same filters as `query_decisions`).
+
+        Without a job or node, the count comes from the hourly counts (fast over any window).
+        """
+        if job is None and node is None:
+            with self._begin() as connection:
+                total, placed_count = self._window_counts(connection, since_s, until_s)
+            if placed is None:
+                return total
+            return placed_count if placed else total - placed_count
         conditions = self._decision_filters(job, node, since_s, until_s, placed)
         statement = select(func.count()).select_from(DECISIONS).where(and_(True, *conditions))
         with self._begin() as connection:
@@ -338,15 +383,42 @@ class Store:
         self, *, since_s: float | None = None, until_s: float | None = None
     ) -> DecisionSummary:
         """Decisions, placed and unplaced, in `since_s <= at_s < until_s`."""
+        with self._begin() as connection:
+            total, placed = self._window_counts(connection, since_s, until_s)
+        return DecisionSummary(decisions=total, placed=placed, unplaced=total - placed)
+
+    def _window_counts(
+        self, connection: Connection, since_s: float | None, until_s: float | None
+    ) -> tuple[int, int]:
+        """(decisions, placed) in `[since_s, until_s)`: whole buckets from `decision_counts`,
+        the partial buckets at either end counted row by row."""
+        if since_s is not None and until_s is not None and since_s >= until_s:
+            return 0, 0
+        width = COUNT_BUCKET_S
+        first = None if since_s is None else math.ceil(since_s / width) * width
+        end = None if until_s is None else math.floor(until_s / width) * width
+        if first is not None and end is not None and first >= end:
+            return self._row_counts(connection, since_s, until_s)
+        statement = select(
+            func.coalesce(func.sum(DECISION_COUNTS.c.decisions), 0),
+            func.coalesce(func.sum(DECISION_COUNTS.c.placed), 0),
+        ).where(and_(True, *_window(DECISION_COUNTS.c.bucket_start_s, first, end)))
+        total, placed = (int(n) for n in connection.execute(statement).one())
+        for edge in ((since_s, first), (end, until_s)):
+            if edge[0] is not None and edge[1] is not None and edge[0] < edge[1]:
+                more_total, more_placed = self._row_counts(connection, *edge)
+                total, placed = total + more_total, placed + more_placed
+        return total, placed
+
+    def _row_counts(
+        self, connection: Connection, since_s: float | None, until_s: float | None
+    ) -> tuple[int, int]:
         placed = func.coalesce(func.sum(case((DECISIONS.c.placed, 1), else_=0)), 0)
         statement = select(func.count(), placed).where(
             and_(True, *_window(DECISIONS.c.at_s, since_s, until_s))
         )
-        with self._begin() as connection:
-            total, placed_count = connection.execute(statement).one()
-        return DecisionSummary(
-            decisions=int(total), placed=int(placed_count), unplaced=int(total - placed_count)
-        )
+        total, placed_count = connection.execute(statement).one()
+        return int(total), int(placed_count)
 
     # ---------------------------------------------------------------------------- job history
 
@@ -627,32 +699,45 @@ class Store:
     def apply_retention(self, now_s: float, settings: RetentionSettings) -> dict[str, int]:
         """Delete what is older than each table's retention; returns rows deleted per table.
 
-        Decisions and audit entries go by `at_s`, power buckets by their end, simulation runs
-        by `created_at_s`, jobs by their last known time (finished, else started, else
-        submitted).
+        Decisions go by `at_s`, from the start of the hour the cutoff falls in (up to an hour
+        more than `decisions_days` is kept, so that the hourly counts stay exact); audit
+        entries by `at_s`; power buckets by their end; simulation runs by `created_at_s`; jobs
+        by their last known time (finished, else started, else submitted).
         """
+
+        def cutoff(days: float | None) -> float | None:
+            return None if days is None else now_s - days * DAY_S
+
+        decisions_cutoff = cutoff(settings.decisions_days)
+        if decisions_cutoff is not None:
+            decisions_cutoff = bucket_start(decisions_cutoff)
         job_last_s = func.coalesce(
             JOB_HISTORY.c.finished_at_s, JOB_HISTORY.c.started_at_s, JOB_HISTORY.c.submitted_at_s
         )
         plan: list[tuple[Table, float | None, Any]] = [
-            (DECISIONS, settings.decisions_days, DECISIONS.c.at_s),
-            (JOB_HISTORY, settings.job_history_days, job_last_s),
+            (DECISIONS, decisions_cutoff, DECISIONS.c.at_s),
+            (DECISION_COUNTS, decisions_cutoff, DECISION_COUNTS.c.bucket_start_s),
+            (JOB_HISTORY, cutoff(settings.job_history_days), job_last_s),
             (
                 POWER_SAMPLES,
-                settings.power_samples_days,
+                cutoff(settings.power_samples_days),
                 POWER_SAMPLES.c.bucket_start_s + POWER_SAMPLES.c.bucket_s,
             ),
-            (SIMULATION_RUNS, settings.simulation_runs_days, SIMULATION_RUNS.c.created_at_s),
-            (AUDIT, settings.audit_days, AUDIT.c.at_s),
+            (
+                SIMULATION_RUNS,
+                cutoff(settings.simulation_runs_days),
+                SIMULATION_RUNS.c.created_at_s,
+            ),
+            (AUDIT, cutoff(settings.audit_days), AUDIT.c.at_s),
         ]
         deleted: dict[str, int] = {}
         with self._begin() as connection:
-            for table, days, column in plan:
-                if days is None:
-                    deleted[table.name] = 0
-                    continue
-                result = connection.execute(delete(table).where(column < now_s - days * DAY_S))
-                deleted[table.name] = int(result.rowcount)
+            for table, before_s, column in plan:
+                count = 0
+                if before_s is not None:
+                    count = int(connection.execute(delete(table).where(column < before_s)).rowcount)
+                if table is not DECISION_COUNTS:
+                    deleted[table.name] = count
         return deleted
 
 

@@ -209,4 +209,4 @@ def test_a_deleted_sqlite_folder_is_recreated_with_its_tables(
     folder.mkdir()  # an empty volume comes back: the schema is migrated, then the records
     assert buffered.flush()
     assert [d.subject for d in store.query_decisions().items] == ["pod-2"]
-    assert store.schema_revision() == "0005"
+    assert store.schema_revision() == "0006"

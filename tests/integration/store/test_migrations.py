@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,14 @@ from voltpack.store import (
 )
 from voltpack.store.schema import Base
 
-TABLES = {"decisions", "job_history", "power_samples", "simulation_runs", "audit"}
+TABLES = {
+    "decisions",
+    "decision_counts",
+    "job_history",
+    "power_samples",
+    "simulation_runs",
+    "audit",
+}
 
 
 def tables(store: Store) -> set[str]:
@@ -28,7 +38,7 @@ def tables(store: Store) -> set[str]:
 
 def test_migrations_go_down_to_nothing_and_up_again(store: Store) -> None:
     assert tables(store) == TABLES
-    assert store.schema_revision() == "0005"
+    assert store.schema_revision() == "0006"
     store.add_decisions([])
     store.downgrade("0001")
     assert tables(store) == {"decisions"}
@@ -38,7 +48,7 @@ def test_migrations_go_down_to_nothing_and_up_again(store: Store) -> None:
     assert store.schema_revision() is None
     store.migrate()
     assert tables(store) == TABLES
-    assert store.schema_revision() == "0005"
+    assert store.schema_revision() == "0006"
     indexes = {ix["name"] for ix in inspect(store.engine).get_indexes("decisions")}
     assert indexes == {
         "ix_decisions_at_s_id",
@@ -54,9 +64,23 @@ def test_migrated_schema_matches_the_orm_tables(store: Store) -> None:
     assert differences == []
 
 
+def test_the_developers_alembic_command_sees_no_pending_change(
+    store: Store, store_url: str
+) -> None:
+    ini = Path(__file__).resolve().parents[3] / "voltpack" / "store" / "alembic.ini"
+    env = {**os.environ, URL_ENV: store_url}
+    alembic = [sys.executable, "-m", "alembic", "-c", str(ini)]
+    for command in (["upgrade", "head"], ["check"], ["current"]):
+        result = subprocess.run(
+            [*alembic, *command], env=env, capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, result.stderr
+    assert "0006 (head)" in result.stdout
+
+
 def test_migrating_twice_changes_nothing(store: Store) -> None:
     store.migrate()
-    assert store.schema_revision() == "0005"
+    assert store.schema_revision() == "0006"
 
 
 def test_sqlite_uses_wal_and_foreign_keys(tmp_path: Path) -> None:
@@ -116,3 +140,28 @@ def test_an_unreachable_postgresql_is_reported_as_unavailable(
     with pytest.raises(StoreUnavailableError, match="unavailable"):
         lazy.query_decisions()
     lazy.close()
+
+
+def test_the_hourly_counts_are_backfilled_from_stored_decisions(store: Store) -> None:
+    store.downgrade("0005")
+    hour = 3600.0
+    times = [10 * hour, 10 * hour - 1e-6, 10.5 * hour, 11 * hour, 13 * hour + 5, 20.0]
+    with store.engine.begin() as connection:
+        for i, at_s in enumerate(times):
+            connection.execute(
+                text(
+                    "INSERT INTO decisions (at_s, subject, placed, reason, policy, cycle_id) "
+                    "VALUES (:at_s, 'p', :placed, 'r', 'fgd', 1)"
+                ),
+                {"at_s": at_s, "placed": i % 2 == 0},
+            )
+    store.migrate()
+    for since_s, until_s in [(None, None), (10 * hour, 11 * hour), (9 * hour, 12 * hour)]:
+        kept = [
+            (i, t)
+            for i, t in enumerate(times)
+            if (since_s is None or t >= since_s) and (until_s is None or t < until_s)
+        ]
+        summary = store.summarize_decisions(since_s=since_s, until_s=until_s)
+        assert summary.decisions == len(kept)
+        assert summary.placed == sum(1 for i, _ in kept if i % 2 == 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from voltpack.model.decision import Decision, Placement
@@ -112,6 +114,38 @@ def test_filters_by_job_node_time_and_outcome(store: Store) -> None:
     ))  # fmt: skip
     summary = store.summarize_decisions(since_s=0.0, until_s=30.0)
     assert (summary.decisions, summary.placed, summary.unplaced) == (30, 24, 6)
+
+
+def test_counts_over_any_window_match_the_rows(store: Store) -> None:
+    hour = 3600.0
+    rng = random.Random(5)
+    times = [rng.uniform(0, 30 * hour) for _ in range(300)]
+    times += [k * hour for k in range(0, 30, 3)] + [k * hour - 1e-6 for k in range(1, 30, 4)]
+    records = [decision(t, f"pod-{i}", placed=i % 3 != 0) for i, t in enumerate(times)]
+    # written in several batches, in no particular order
+    rng.shuffle(records)
+    for start in range(0, len(records), 70):
+        store.add_decisions(records[start : start + 70])
+    bounds = [None, 0.0, 2 * hour, 5 * hour + 0.5, 5.75 * hour, 6 * hour, 29.99 * hour, 40 * hour]
+    for since_s in bounds:
+        for until_s in bounds:
+            kept = [
+                r
+                for r in records
+                if (since_s is None or r.at_s >= since_s) and (until_s is None or r.at_s < until_s)
+            ]
+            placed = sum(r.placed for r in kept)
+            summary = store.summarize_decisions(since_s=since_s, until_s=until_s)
+            assert (summary.decisions, summary.placed) == (len(kept), placed), (since_s, until_s)
+            assert store.count_decisions(since_s=since_s, until_s=until_s) == len(kept)
+            assert store.count_decisions(since_s=since_s, until_s=until_s, placed=False) == (
+                len(kept) - placed
+            )
+    # retention keeps the counts exact
+    store.apply_retention(10 * hour + 1.0, RetentionSettings(decisions_days=5 * hour / DAY_S))
+    remaining = [r for r in records if r.at_s >= 5 * hour]
+    assert store.count_decisions() == len(remaining) == len(all_pages(store))
+    assert store.summarize_decisions().placed == sum(r.placed for r in remaining)
 
 
 def test_empty_store_answers_empty(store: Store) -> None:

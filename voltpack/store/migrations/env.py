@@ -8,6 +8,8 @@ Run programmatically by `Store.migrate()` (which hands over its own connection i
 
 from __future__ import annotations
 
+import logging.config
+
 from alembic import context
 from sqlalchemy import Connection
 
@@ -31,6 +33,8 @@ def run_online() -> None:
     if connection is not None:
         run_with(connection)
         return
+    if context.config.config_file_name is not None:
+        logging.config.fileConfig(context.config.config_file_name, disable_existing_loggers=False)
     engine = create_store_engine(resolve_url(context.config.get_main_option("sqlalchemy.url")))
     try:
         with engine.connect() as own:
