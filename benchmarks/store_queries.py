@@ -163,9 +163,9 @@ def fill(store: Store, count: int) -> dict[str, float]:
     insert_s = time.perf_counter() - started
     # what autovacuum does by itself after a bulk load (PostgreSQL's VACUUM sets the visibility
     # map that index-only scans need); VACUUM cannot run inside a transaction
-    with store.engine.connect() as connection:
-        connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-        connection.execute(text("VACUUM ANALYZE" if store.dialect == "postgresql" else "ANALYZE"))
+    with store.engine.connect() as plain:
+        autocommit = plain.execution_options(isolation_level="AUTOCOMMIT")
+        autocommit.execute(text("VACUUM ANALYZE" if store.dialect == "postgresql" else "ANALYZE"))
     assert store.count_decisions() == count
     return {"insert_s": round(insert_s, 1), "insert_per_s": round(count / insert_s)}
 
