@@ -12,16 +12,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from sqlalchemy import URL
 
 from voltpack.store.errors import StoreConfigError, StoreUnavailableError
 from voltpack.store.records import AuditEntry, DecisionRecord, JobRecord, PowerSample
 from voltpack.store.store import WRITE_BATCH, Store
+from voltpack.store.url import create_store_engine, resolve_url
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +43,14 @@ class StoreMetrics:
     available: Gauge
 
 
-_METRICS: dict[int, StoreMetrics] = {}
+_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, StoreMetrics] = weakref.WeakKeyDictionary()
 _METRICS_LOCK = threading.Lock()
 
 
 def store_metrics(registry: CollectorRegistry = REGISTRY) -> StoreMetrics:
     """The store metrics registered in `registry` (registered on first use, then shared)."""
     with _METRICS_LOCK:
-        metrics = _METRICS.get(id(registry))
+        metrics = _METRICS.get(registry)
         if metrics is None:
             metrics = StoreMetrics(
                 dropped=Counter(
@@ -69,7 +72,7 @@ def store_metrics(registry: CollectorRegistry = REGISTRY) -> StoreMetrics:
                     registry=registry,
                 ),
             )
-            _METRICS[id(registry)] = metrics
+            _METRICS[registry] = metrics
         return metrics
 
 
@@ -120,6 +123,42 @@ class BufferedStore:
         self._metrics.available.set(1)
         for table in TABLES:
             self._metrics.buffered.labels(table).set(0)
+
+    @classmethod
+    def open(
+        cls,
+        url: str | URL | None = None,
+        *,
+        capacity: int = 100_000,
+        retry_interval_s: float = 5.0,
+        power_bucket_s: float = 60.0,
+        registry: CollectorRegistry = REGISTRY,
+    ) -> BufferedStore:
+        """Open the database at `url` for the operator: never fails because it is down.
+
+        Tries `Store.open(url)` (create and migrate); if the database cannot be reached, starts
+        unavailable with a store that connects lazily, and migrates when it is back. Raises only
+        `StoreConfigError` (a bad URL or setting).
+        """
+        error: StoreUnavailableError | None = None
+        try:
+            store = Store.open(url, power_bucket_s=power_bucket_s)
+        except StoreUnavailableError as unavailable:
+            error = unavailable
+            store = Store(create_store_engine(resolve_url(url)), power_bucket_s=power_bucket_s)
+        buffered = cls(
+            store,
+            capacity=capacity,
+            retry_interval_s=retry_interval_s,
+            migrate=True,
+            registry=registry,
+        )
+        if error is None:
+            buffered._schema_ready = True
+        else:
+            with buffered._lock:
+                buffered._set_unavailable(error)
+        return buffered
 
     @property
     def store(self) -> Store:

@@ -210,3 +210,32 @@ def test_a_deleted_sqlite_folder_is_recreated_with_its_tables(
     assert buffered.flush()
     assert [d.subject for d in store.query_decisions().items] == ["pod-2"]
     assert store.schema_revision() == "0006"
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_the_operator_starts_while_the_database_is_down(
+    store_url: str, postgres_server: TemporaryPostgres, registry: CollectorRegistry
+) -> None:
+    postgres_server.stop()
+    try:
+        buffered = BufferedStore.open(store_url, registry=registry, retry_interval_s=0.0)
+        assert not buffered.available
+        buffered.add_decisions([decision(1)])
+        assert buffered.buffered == 1
+    finally:
+        postgres_server.start()
+    assert buffered.flush()  # migrates the empty database, then writes
+    assert buffered.store.schema_revision() == "0006"
+    assert buffered.read(lambda s: s.count_decisions()) == 1
+    buffered.close()
+
+
+def test_opening_a_reachable_database_migrates_it(
+    store_url: str, registry: CollectorRegistry
+) -> None:
+    buffered = BufferedStore.open(store_url, registry=registry)
+    assert buffered.available
+    assert buffered.store.schema_revision() == "0006"
+    buffered.add_decisions([decision(1)])
+    assert buffered.read(lambda s: s.count_decisions()) == 1
+    buffered.close()
