@@ -87,8 +87,10 @@ class BufferedStore:
     """Writes to a `Store` that never raise into the caller and survive database outages.
 
     Each write appends to the buffer and then writes the buffer out if the database is
-    available (or `retry_interval_s` has passed since it was last found unreachable). Call
-    `flush()` to try at once. Records keep the order they were written in.
+    available (or `retry_interval_s` has passed since it was last found unreachable): in the
+    caller's thread, or, after `start()`, in a background thread so that a slow database never
+    holds up the caller. Call `flush()` to try at once. Records keep the order they were
+    written in.
     """
 
     def __init__(
@@ -114,6 +116,12 @@ class BufferedStore:
         self._clock = clock
         self._metrics = store_metrics(registry)
         self._lock = threading.RLock()
+        """Guards the buffer and the state; never held while talking to the database."""
+        self._flush_lock = threading.Lock()
+        """One flush at a time."""
+        self._writer: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._buffer: deque[_Pending] = deque()
         self._counts = dict.fromkeys(TABLES, 0)
         self._available = True
@@ -216,8 +224,12 @@ class BufferedStore:
                 oldest = self._buffer.popleft()
                 self._count(oldest.table, -1)
                 self._metrics.dropped.labels(oldest.table).inc()
-            if self._available or self._clock() >= self._retry_at:
-                self.flush()
+            due = self._available or self._clock() >= self._retry_at
+        if self._writer is not None:
+            if due:
+                self._wake.set()
+        elif due:
+            self.flush()
 
     def _count(self, table: str, delta: int) -> None:
         self._counts[table] += delta
@@ -226,46 +238,57 @@ class BufferedStore:
     # -------------------------------------------------------------------------------- flushing
 
     def flush(self) -> bool:
-        """Write out the buffer now. True if it is empty afterwards; never raises."""
-        with self._lock:
+        """Write out the buffer now. True if it is empty afterwards; never raises.
+
+        The database is written outside the buffer's lock: writers keep appending meanwhile.
+        """
+        with self._flush_lock:
             try:
                 if not self._schema_ready and self._buffer:
                     self._store.migrate()
                     self._schema_ready = True
-                while self._buffer:
-                    self._write_front()
+                while self._write_front():
+                    pass
             except StoreUnavailableError as error:
-                self._set_unavailable(error)
+                with self._lock:
+                    self._set_unavailable(error)
                 return False
             except Exception:
                 # not an outage and not one bad record (those are handled per record): a bug
                 log.exception("writing history failed; %d records stay buffered", self.buffered)
-                self._retry_at = self._clock() + self.retry_interval_s
+                with self._lock:
+                    self._retry_at = self._clock() + self.retry_interval_s
                 return False
-            self._set_available()
-            return True
+            with self._lock:
+                self._set_available()
+                return not self._buffer
 
-    def _write_front(self) -> None:
-        """Write the run of same-table records at the front of the buffer, then drop them."""
-        first = self._buffer[0]
-        group = [first]
-        for item in self._buffer:
-            if item is first:
-                continue
-            if item.table != first.table or item.domain != first.domain:
-                break
-            if len(group) >= WRITE_BATCH:
-                break
-            group.append(item)
+    def _write_front(self) -> bool:
+        """Write the run of same-table records at the front of the buffer, then drop them from
+        it. False when the buffer is empty."""
+        with self._lock:
+            if not self._buffer:
+                return False
+            first = self._buffer[0]
+            group = [first]
+            for index in range(1, min(len(self._buffer), WRITE_BATCH)):
+                item = self._buffer[index]
+                if item.table != first.table or item.domain != first.domain:
+                    break
+                group.append(item)
         try:
             self._write(group)
         except StoreUnavailableError:
             raise
         except Exception:
             self._write_one_by_one(group)
-        for _ in group:
-            self._buffer.popleft()
-        self._count(first.table, -len(group))
+        with self._lock:
+            # the oldest may have been dropped meanwhile (a full buffer): remove what is left
+            for item in group:
+                if self._buffer and self._buffer[0] is item:
+                    self._buffer.popleft()
+                    self._count(item.table, -1)
+        return True
 
     def _write_one_by_one(self, group: list[_Pending]) -> None:
         """After a batch was refused: write each record alone, dropping only those refused."""
@@ -325,7 +348,10 @@ class BufferedStore:
                 self._set_unavailable(error)
             raise StoreUnavailableError(self._unavailable_message()) from error
         if not self._available:
-            self.flush()
+            if self._writer is not None:
+                self._wake.set()
+            else:
+                self.flush()
         return result
 
     def _unavailable_message(self) -> str:
@@ -334,8 +360,44 @@ class BufferedStore:
             f"{self.buffered} records are buffered and will be written when it is back"
         )
 
+    # ------------------------------------------------------------------------ background writer
+
+    def start(self, interval_s: float = 1.0) -> None:
+        """Write from a background thread from now on: writes only append to the buffer, so a
+        slow or unreachable database (a connect timeout) never holds up the caller's loop. The
+        thread writes when woken by a write, and every `interval_s`."""
+        if self._writer is not None:
+            return
+        self._stopping.clear()
+        self._writer = threading.Thread(
+            target=self._run_writer, args=(interval_s,), name="voltpack-store-writer", daemon=True
+        )
+        self._writer.start()
+
+    def _run_writer(self, interval_s: float) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(interval_s)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            with self._lock:
+                due = bool(self._buffer) and (self._available or self._clock() >= self._retry_at)
+            if due:
+                self.flush()
+
+    def stop(self) -> None:
+        """Stop the background writer (if started), then try a last flush."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            self._stopping.set()
+            self._wake.set()
+            writer.join()
+        self.flush()
+
     def close(self) -> None:
-        """Try a last flush, then close the store. Records still buffered are lost (logged)."""
-        if not self.flush() and self._buffer:
+        """Stop the writer and try a last flush, then close the store. Records still buffered
+        are lost (logged)."""
+        self.stop()
+        if self._buffer:
             log.warning("closing with %d history records unwritten", self.buffered)
         self._store.close()

@@ -239,3 +239,23 @@ def test_opening_a_reachable_database_migrates_it(
     buffered.add_decisions([decision(1)])
     assert buffered.read(lambda s: s.count_decisions()) == 1
     buffered.close()
+
+
+def test_a_background_writer_keeps_the_caller_off_the_database(
+    store: Store, outage: Outage, registry: CollectorRegistry
+) -> None:
+    buffered = BufferedStore(store, registry=registry, retry_interval_s=0.0)
+    buffered.start(interval_s=0.01)
+    try:
+        buffered.add_decisions([decision(1)])
+        outage.cut()
+        buffered.add_decisions(decision(i) for i in range(2, 50))
+        buffered.audit("alice", "policy.apply", "policy/fgd", at_s=60.0)
+        outage.restore()
+    finally:
+        buffered.stop()  # the writer has stopped; a last flush writes what is left
+    assert buffered.buffered == 0
+    assert buffered.available
+    assert store.count_decisions() == 49
+    assert [e.user for e in store.list_audit()] == ["alice"]
+    buffered.close()
