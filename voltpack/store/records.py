@@ -15,7 +15,7 @@ from voltpack.model.decision import Decision
 SimulationStatus = Literal["queued", "running", "done", "failed"]
 SIMULATION_STATUSES: tuple[SimulationStatus, ...] = ("queued", "running", "done", "failed")
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class DecisionRecord(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from pydantic import ValidationError
 
 from voltpack.model.decision import Decision, Placement
 from voltpack.store import (
@@ -236,6 +237,13 @@ def test_power_samples_roll_up_per_bucket_however_they_arrive(store: Store) -> N
     assert [b.bucket_start_s for b in store.power_history("row-1", until_s=660.0)] == [600.0]
     assert store.power_history("row-2")[0].budget_w is None
     assert store.power_domains() == ["row-1", "row-2"]
+
+
+def test_records_refuse_values_that_are_not_numbers() -> None:
+    with pytest.raises(ValidationError, match="power_w"):
+        PowerSample(at_s=1.0, power_w=float("nan"))
+    with pytest.raises(ValidationError, match="at_s"):
+        decision(0.0).model_validate({**decision(0.0).model_dump(), "at_s": float("inf")})
 
 
 def test_simulation_runs_go_from_queued_to_done(store: Store) -> None:
