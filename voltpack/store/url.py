@@ -18,7 +18,10 @@ URL_ENV = "VOLTPACK_DATABASE_URL"
 DEFAULT_SQLITE_FILE = "voltpack.db"
 """The SQLite file, in the working directory, used when neither a URL nor the variable is set."""
 
-EXAMPLES = "sqlite:////var/lib/voltpack/voltpack.db (absolute) or postgresql+psycopg://user:pass@host:5432/db"
+EXAMPLES = (
+    "sqlite:////var/lib/voltpack/voltpack.db (absolute path) "
+    "or postgresql+psycopg://user:pass@host:5432/db"
+)
 
 _POSTGRES_ALIASES = {"postgres", "postgresql", "postgresql+psycopg"}
 _SQLITE_ALIASES = {"sqlite", "sqlite+pysqlite"}
