@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/hetero_gavel.py --trace data/gavel/physical_cluster/max_min_fairness.trace \
 		--cluster 4:4:4
 	$(BIN)/python benchmarks/hetero_gavel.py --generate 600:200:1 --cluster 36:36:36
+	$(BIN)/python benchmarks/store_queries.py
 
 crds: $(STAMP)
 	$(BIN)/python -m voltpack.operator.crds helm/voltpack/crds

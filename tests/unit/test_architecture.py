@@ -19,6 +19,7 @@ ALLOWED = {
     "power": {"model", "perf", "policies", "forecast"},
     "telemetry": {"model"},
     "sim": {"model", "perf", "scheduler", "policies", "power", "forecast"},
+    "store": {"model"},
 }
 
 
