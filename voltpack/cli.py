@@ -377,6 +377,10 @@ def operator(
     power: Annotated[
         bool, typer.Option(help="run the power loop (PowerBudgets, GPUNode clocks and caps)")
     ] = True,
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="record decisions and power here (sqlite:///file.db, postgresql://...)"),
+    ] = None,
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, manage power domains, report Events."""
     try:
@@ -398,6 +402,7 @@ def operator(
         lease_duration_s=lease_seconds,
         metrics_port=None if metrics_port < 0 else metrics_port,
         power=power,
+        database_url=database_url,
     )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)
@@ -418,6 +423,10 @@ def api(
     namespace: Annotated[str, typer.Option(help="namespace of the policy ConfigMap")] = (
         "voltpack-system"
     ),
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="history database (the operator's --database-url); none: no history"),
+    ] = None,
 ) -> None:
     """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
     try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from voltpack.api.sources import SimulationRun
+from voltpack.api.sources import SimulationRun, SourceUnavailableError
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.perf.throughput_table import load_gavel_throughputs
 from voltpack.policies.hetero.registry import allocation_policy_names, make_allocation_policy
@@ -97,9 +97,11 @@ class SimulationRunner:
             request=request.model_dump(),
             user=user,
         )
+        if history is not None:
+            with contextlib.suppress(SourceUnavailableError):  # kept in memory meanwhile
+                run.id = history.create_simulation(run)
         with self._lock:
             self._runs[run.id] = run
-        self._save(run, history)
         self._pool.submit(self._execute, run, request, path, history)
         return run
 

@@ -19,6 +19,7 @@ from voltpack.model.admin import (
     QueueView,
 )
 from voltpack.policies.schema import PolicyFile
+from voltpack.store.records import SimulationStatus
 
 
 class SourceUnavailableError(Exception):
@@ -82,7 +83,7 @@ class SimulationRun:
     id: str
     created_at_s: float
     request: dict[str, Any]
-    status: str = "queued"
+    status: SimulationStatus = "queued"
     progress: float = 0.0
     report: dict[str, Any] | None = None
     error: str | None = None
@@ -117,6 +118,10 @@ class History(Protocol):
     def record_audit(self, entry: AuditEntry) -> None: ...
 
     def list_audit(self, limit: int) -> list[AuditEntry]: ...
+
+    def create_simulation(self, run: SimulationRun) -> str:
+        """Store a new run; the id it is known by from now on."""
+        ...
 
     def save_simulation(self, run: SimulationRun) -> None: ...
 

@@ -59,6 +59,7 @@ from voltpack.power.controller import DomainReport, PowerController, PowerDecisi
 from voltpack.power.domains import PowerDomainTree
 from voltpack.power.placement import power_headroom
 from voltpack.power.setup import GpuLocation, build_controller, ladder_for
+from voltpack.store import BufferedStore, PowerSample
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,10 @@ class PowerLoop:
         caches: PowerCaches,
         clock: Callable[[], float] = time.time,
         interval_s: float | None = None,
+        history: BufferedStore | None = None,
     ) -> None:
+        """`history`: where each domain's power is recorded (rolled up per minute), if set."""
+        self.history = history
         self.core = core
         self.custom = custom
         self.interval_s = interval_s or spec.interval_s
@@ -161,6 +165,7 @@ class PowerLoop:
             self.last_decision = decision
             self._write_settings(decision, gpunodes)
             self._write_statuses(decision.domains, domains)
+            self._record(decision)
             for event in decision.events:
                 budget = domains.budgets.get(event.domain)
                 if budget is not None:
@@ -178,6 +183,20 @@ class PowerLoop:
             figures.failed_ticks,
         )
         return decision
+
+    def _record(self, decision: PowerDecision) -> None:
+        """One power sample per domain into the history (buffered; never raises)."""
+        if self.history is None:
+            return
+        now = self.clock()
+        for report in decision.domains:
+            sample = PowerSample(
+                at_s=now,
+                power_w=report.power_w,
+                budget_w=report.budget_w,
+                actions=report.locked_gpus + report.capped_gpus,
+            )
+            self.history.add_power_samples(report.name, [sample])
 
     # -- inputs ------------------------------------------------------------------------------
 

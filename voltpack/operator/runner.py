@@ -44,6 +44,7 @@ from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
+from voltpack.store import BufferedStore, DecisionRecord
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class OperatorConfig:
     policy_configmap: str | None = "voltpack-policy"
     """ConfigMap (in `namespace`) the admin API applies policies to; None: do not watch."""
     policy_refresh_s: float = 5.0
+    database_url: str | None = None
+    """Record decisions and power in this database (voltpack.store); None: keep no history."""
 
 
 @dataclass
@@ -124,6 +127,10 @@ class Operator:
         self._preemption = PreemptionRules(
             queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
         )
+        self.history: BufferedStore | None = None
+        if config.database_url:
+            self.history = BufferedStore.open(config.database_url)
+        self._recorded: dict[str, str] = {}
         self.power_loop: PowerLoop | None = None
         if config.power:
             caches = PowerCaches(self.nodes, self.pods, self.gpunodes, self.budgets)
@@ -134,6 +141,7 @@ class Operator:
                 caches,
                 clock=power_clock,
                 interval_s=config.power_interval_s,
+                history=self.history,
             )
         self.elector = LeaderElector(
             CoordinationV1Api(api_client),
@@ -166,6 +174,8 @@ class Operator:
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set; then give up the Lease."""
+        if self.history is not None:
+            self.history.start(1.0)
         if self.config.metrics_port is not None:
             self.metrics = MetricsServer(self, port=self.config.metrics_port)
         self.nodes.start(stop)
@@ -209,6 +219,32 @@ class Operator:
             self.elector.release()
             if self.metrics is not None:
                 self.metrics.stop()
+            if self.history is not None:
+                self.history.close()
+
+    def _record_decisions(self, plan: CyclePlan) -> None:
+        """Decisions into the history: every placement, and a wait only when its reason changes."""
+        if self.history is None or not self.elector.is_leader():
+            return
+        now = time.time()
+        records = []
+        for decision in plan.decisions:
+            if not decision.placed and self._recorded.get(decision.subject) == decision.reason:
+                continue
+            self._recorded[decision.subject] = decision.reason
+            records.append(
+                DecisionRecord.from_decision(
+                    decision,
+                    at_s=now,
+                    policy=self.policy.metadata.name,
+                    cycle_id=self.stats.cycles,
+                    job=decision.subject,
+                )
+            )
+        waiting = {d.subject for d in plan.decisions if not d.placed}
+        self._recorded = {k: v for k, v in self._recorded.items() if k in waiting}
+        if records:
+            self.history.add_decisions(records)
 
     def _reload_policy(self) -> None:
         """Switch to a policy applied through the admin API (scoring and queueing)."""
@@ -268,6 +304,7 @@ class Operator:
         plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed, context)
         self.stats.cycles += 1
         self.stats.last_plan = plan
+        self._record_decisions(plan)
         existing = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
         self._observed &= existing  # forget pods that are gone: memory stays bounded
         self._last_event = {k: v for k, v in self._last_event.items() if k in existing}

@@ -1,0 +1,211 @@
+"""The admin API's history routes over a real store (SQLite and PostgreSQL), with the operator
+recording decisions into the same database and the emulator behind both."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from kubernetes import client
+from schemathesis.checks import not_a_server_error
+
+from tests.integration.conftest import operator_thread, pod_manifest, serving, wait_for
+from voltpack.api.app import ApiDependencies, create_app
+from voltpack.api.auth import StaticTokens
+from voltpack.api.simulations import SimulationRunner
+from voltpack.api.store_history import StoreHistory
+from voltpack.emulator import RunningEmulator
+from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.crds import install_crds
+from voltpack.operator.runner import OperatorConfig
+from voltpack.policies.schema import example_policy_path, load_policy
+from voltpack.store import BufferedStore
+
+ADMIN = {"Authorization": "Bearer admin-token"}
+NAMESPACE = "voltpack-system"
+
+
+@dataclass
+class Rig:
+    url: str
+    store: BufferedStore
+    app: Any
+    kube: client.ApiClient
+
+
+def make_app(kube: client.ApiClient, store: BufferedStore, tmp_path: Path) -> Any:
+    tokens_file = tmp_path / "tokens.csv"
+    tokens_file.write_text("admin-token,ada,admin\n")
+    tokens = StaticTokens.from_file(tokens_file)
+    path = example_policy_path("fgd")
+    source = KubeAdminSource(kube, load_policy(path), path.read_text(), ttl_s=0.0)
+    return create_app(
+        ApiDependencies(
+            cluster=source,
+            policies=source,
+            authenticator=tokens,
+            authorizer=tokens,
+            history=StoreHistory(store),
+            simulations=SimulationRunner(),
+        )
+    )
+
+
+@pytest.fixture
+def rig(emulator: RunningEmulator, store_url: str, tmp_path: Path) -> Iterator[Rig]:
+    kube = client.ApiClient(client.Configuration(host=emulator.url))
+    install_crds(client.ApiextensionsV1Api(kube))
+    client.CoreV1Api(kube).create_namespace({"metadata": {"name": NAMESPACE}})
+    store = BufferedStore.open(store_url, retry_interval_s=0.1)
+    app = make_app(kube, store, tmp_path)
+    try:
+        with serving(app) as url:
+            yield Rig(url, store, app, kube)
+    finally:
+        store.close()
+        kube.close()
+
+
+def get(rig: Rig, path: str, **params: Any) -> httpx.Response:
+    return httpx.get(rig.url + path, headers=ADMIN, params=params, timeout=30)
+
+
+def test_the_operators_decisions_are_paginated_and_filtered(
+    rig: Rig, emulator: RunningEmulator, store_url: str
+) -> None:
+    config = OperatorConfig(
+        policy=load_policy(example_policy_path("fgd")),
+        identity="history",
+        namespace=NAMESPACE,
+        cycle_interval_s=0.05,
+        lease_duration_s=2,
+        power=False,
+        database_url=store_url,
+    )
+    core = client.CoreV1Api(rig.kube)
+    with operator_thread(emulator.url, config):
+        for name, gpus in (("small", 1), ("medium", 4), ("huge", 64)):
+            core.create_namespaced_pod("default", pod_manifest(name, gpus=gpus))
+
+        def subjects() -> set[str]:
+            return {d["subject"] for d in get(rig, "/api/v1/decisions").json()["items"]}
+
+        wait_for(
+            lambda: {"default/small", "default/medium", "default/huge"} <= subjects(),
+            timeout_s=20,
+            what="three decisions in the history",
+        )
+    items = get(rig, "/api/v1/decisions").json()["items"]
+    by_subject = {d["subject"]: d for d in items}
+    assert by_subject["default/small"]["placed"] is True
+    assert by_subject["default/small"]["node"] is not None
+    assert by_subject["default/huge"]["placed"] is False
+    assert (
+        "64" in by_subject["default/huge"]["reason"]
+        or "GPU" in by_subject["default/huge"]["reason"]
+    )
+    # a waiting pod is recorded once per reason, not once per cycle
+    assert sum(1 for d in items if d["subject"] == "default/huge") == 1
+    only = get(rig, "/api/v1/decisions", job="default/medium").json()["items"]
+    assert [d["subject"] for d in only] == ["default/medium"]
+    first = get(rig, "/api/v1/decisions", limit=2).json()
+    assert len(first["items"]) == 2 and first["next_cursor"]
+    second = get(rig, "/api/v1/decisions", limit=2, cursor=first["next_cursor"]).json()
+    seen = [d["id"] for d in first["items"] + second["items"]]
+    assert len(seen) == len(set(seen)) == len(items)
+    times = [d["at_s"] for d in first["items"] + second["items"]]
+    assert times == sorted(times, reverse=True)
+    bad = get(rig, "/api/v1/decisions", cursor="not-a-cursor")
+    assert bad.status_code == 400
+    assert bad.headers["content-type"].startswith("application/problem+json")
+
+
+def test_every_administrative_action_is_audited(rig: Rig) -> None:
+    text = example_policy_path("best-fit").read_text()
+    applied = httpx.put(rig.url + "/api/v1/policy", headers=ADMIN, json={"text": text}, timeout=30)
+    assert applied.status_code == 200
+    refused = httpx.put(
+        rig.url + "/api/v1/policy", headers=ADMIN, json={"text": "a: b"}, timeout=30
+    )
+    assert refused.status_code == 422
+    rig.store.flush()
+    entries = get(rig, "/api/v1/audit").json()
+    actions = [(e["user"], e["action"], e["outcome"]) for e in entries]
+    assert ("ada", "policy.apply", "applied") in actions
+    assert ("ada", "policy.apply", "invalid") in actions
+
+
+def test_a_simulation_outlives_the_api_process(rig: Rig, tmp_path: Path) -> None:
+    submitted = httpx.post(
+        rig.url + "/api/v1/simulations",
+        headers=ADMIN,
+        json={
+            "trace": "physical_cluster/small_test.trace",
+            "cluster": "2:2:2",
+            "policies": ["fifo"],
+        },
+        timeout=30,
+    ).json()
+    run_id = submitted["id"]
+    assert run_id.isdigit()
+    wait_for(
+        lambda: get(rig, f"/api/v1/simulations/{run_id}").json()["status"] == "done",
+        timeout_s=60,
+        what="the simulation",
+    )
+    # a new API process (its own runner, nothing in memory) still finds the run and its report
+    with serving(make_app(rig.kube, rig.store, tmp_path)) as other:
+        found = httpx.get(f"{other}/api/v1/simulations/{run_id}/report", headers=ADMIN, timeout=30)
+    assert found.status_code == 200
+    assert found.json()["results"]["fifo"]["jobs"] == 20
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_an_outage_answers_503_for_history_only_and_loses_no_audit(
+    rig: Rig, store_url: str
+) -> None:
+    folder = Path(store_url.removeprefix("sqlite:///")).parent
+    moved = folder.with_name("away")
+    shutil.move(folder, moved)
+    try:
+        down = get(rig, "/api/v1/decisions")
+        assert down.status_code == 503
+        assert down.json()["type"].endswith("history-unavailable")
+        assert get(rig, "/api/v1/cluster").status_code == 200
+        capped = httpx.post(
+            rig.url + "/api/v1/power/domains/none/cap", headers=ADMIN, json={"cap_w": 5}, timeout=30
+        )
+        assert capped.status_code == 404  # refused, and the refusal is audited (buffered)
+    finally:
+        shutil.move(moved, folder)
+    wait_for(rig.store.flush, timeout_s=20, what="the buffer to drain")
+    entries = get(rig, "/api/v1/audit").json()
+    assert any(e["action"] == "power.cap" and e["target"] == "none" for e in entries)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_no_input_makes_the_history_routes_fail(rig: Rig) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", rig.app)
+    failures = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if operation.path not in ("/api/v1/decisions", "/api/v1/audit"):
+            continue
+
+        @given(case=operation.as_strategy())
+        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+        def fuzz(case: Any) -> None:
+            case.call_and_validate(headers=ADMIN, checks=[not_a_server_error])
+
+        try:
+            fuzz()
+        except Exception as exc:  # report every operation's failure together
+            failures.append(f"{operation.path}: {exc}")
+    assert not failures, "\n".join(failures)
