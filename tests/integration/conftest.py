@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from kubernetes import client
 
 from tests.fakes.nvml import build_fake_nvml, load_in_process
-from tests.integration.prometheus import free_port
+from voltpack.api.server import serving  # noqa: F401 - shared by the API tests
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -210,19 +209,3 @@ def operator_thread(url: str, config: OperatorConfig) -> Iterator[Operator]:
         stop.set()
         thread.join(timeout=15)
         api.close()
-
-
-@contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """An ASGI app served by uvicorn on a free port in a thread; its base URL."""
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_for(lambda: server.started, what="uvicorn to start")
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

@@ -42,6 +42,7 @@ from voltpack.operator.conventions import (
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import QueueContext, plan_cycle
+from voltpack.operator.kube import call_json
 from voltpack.operator.policy_reload import POLICY_KEY
 from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
@@ -95,6 +96,8 @@ class KubeAdminSource:
         self._ttl_s = ttl_s
         self._clock = clock
         self._cache: _Objects | None = None
+        self._views: dict[str, Any] = {}
+        """Views built from the cached objects, by name (rebuilt with the objects)."""
         self._lock = threading.Lock()
 
     # -- reading ---------------------------------------------------------------------------
@@ -124,40 +127,54 @@ class KubeAdminSource:
             now = time.monotonic()
             if self._cache is not None and now - self._cache.read_at_s < self._ttl_s:
                 return self._cache
-            client = self._client
-            nodes = self._call("nodes", self._core.list_node)
-            pods = self._call("pods", self._core.list_pod_for_all_namespaces)
+            nodes = self._call("nodes", lambda: call_json(self._core.list_node))
+            pods = self._call("pods", lambda: call_json(self._core.list_pod_for_all_namespaces))
             events = self._call(
                 "events",
-                lambda: self._core.list_event_for_all_namespaces(
-                    field_selector="reason=FailedScheduling"
+                lambda: call_json(
+                    self._core.list_event_for_all_namespaces,
+                    field_selector="reason=FailedScheduling",
                 ),
             )
             self._cache = _Objects(
-                nodes=[client.sanitize_for_serialization(n) for n in nodes.items],
-                pods=[client.sanitize_for_serialization(p) for p in pods.items],
+                nodes=_items(nodes),
+                pods=_items(pods),
                 gpunodes=self._custom_list("gpunodes"),
                 gpujobs=self._custom_list("gpujobs"),
                 queues=self._custom_list("queues"),
                 budgets=self._custom_list("powerbudgets"),
-                pending_reasons=_latest_reasons(events.items),
+                pending_reasons=_latest_reasons(_items(events)),
                 read_at_s=now,
             )
+            self._views = {}
             return self._cache
 
     def invalidate(self) -> None:
         """Forget the cached objects (after a write)."""
         with self._lock:
             self._cache = None
+            self._views = {}
+
+    def _view(self, name: str, build: Callable[[_Objects], Any]) -> Any:
+        """`build(objects)` once per read of the cluster."""
+        objects = self._objects()
+        with self._lock:
+            if self._cache is objects and name in self._views:
+                return self._views[name]
+        value = build(objects)
+        with self._lock:
+            if self._cache is objects:
+                self._views[name] = value
+        return value
 
     # -- ClusterSource ---------------------------------------------------------------------
 
     def summary(self) -> ClusterSummary:
         """Counts over the whole cluster."""
         objects = self._objects()
-        node_views = self._node_views(objects)
-        jobs = self._job_views(objects)
-        domains = self._domain_views(objects, node_views)
+        node_views = self.nodes()
+        jobs = self.jobs()
+        domains = self.power_domains()
         by_model: dict[str, float] = {}
         allocated: dict[str, float] = {}
         for node in node_views:
@@ -189,11 +206,13 @@ class KubeAdminSource:
 
     def nodes(self) -> list[NodeView]:
         """Every node with GPUs, allocation and power."""
-        return self._node_views(self._objects())
+        views: list[NodeView] = self._view("nodes", self._node_views)
+        return views
 
     def jobs(self) -> list[JobView]:
         """GPUJobs, pod groups and single voltpack pods."""
-        return self._job_views(self._objects())
+        views: list[JobView] = self._view("jobs", self._job_views)
+        return views
 
     def queues(self) -> list[QueueView]:
         """Queues with their quotas and status."""
@@ -229,8 +248,10 @@ class KubeAdminSource:
 
     def power_domains(self) -> list[PowerDomainView]:
         """PowerBudgets with their status."""
-        objects = self._objects()
-        return self._domain_views(objects, self._node_views(objects))
+        views: list[PowerDomainView] = self._view(
+            "domains", lambda objects: self._domain_views(objects, self.nodes())
+        )
+        return views
 
     def set_manual_cap(self, domain: str, cap_w: float | None) -> PowerDomainView:
         """Annotate the PowerBudget; the power loop budgets min(budget, manual cap)."""
@@ -518,17 +539,17 @@ def _members(budget: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:
     )
 
 
-def _latest_reasons(events: list[Any]) -> dict[str, str]:
+def _latest_reasons(events: list[dict[str, Any]]) -> dict[str, str]:
     """namespace/name -> the newest FailedScheduling message for that pod."""
     latest: dict[str, tuple[str, str]] = {}
     for event in events:
-        involved = event.involved_object
-        if involved is None or (involved.kind or "Pod") != "Pod":
+        involved = event.get("involvedObject") or {}
+        if (involved.get("kind") or "Pod") != "Pod":
             continue
-        key = f"{involved.namespace or 'default'}/{involved.name}"
-        stamp = str(event.last_timestamp or event.event_time or "")
+        key = f"{involved.get('namespace') or 'default'}/{involved.get('name')}"
+        stamp = str(event.get("lastTimestamp") or event.get("eventTime") or "")
         if key not in latest or stamp >= latest[key][0]:
-            latest[key] = (stamp, event.message or event.reason or "")
+            latest[key] = (stamp, str(event.get("message") or event.get("reason") or ""))
     return {key: message for key, (_, message) in latest.items()}
 
 
