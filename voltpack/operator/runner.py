@@ -44,7 +44,7 @@ from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
-from voltpack.store import BufferedStore, DecisionRecord
+from voltpack.store import BufferedStore, DecisionRecord, RetentionSettings
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ class OperatorConfig:
     policy_refresh_s: float = 5.0
     database_url: str | None = None
     """Record decisions and power in this database (voltpack.store); None: keep no history."""
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    """How long the history keeps each kind of record; applied hourly by the leader."""
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Operator:
         if config.database_url:
             self.history = BufferedStore.open(config.database_url)
         self._recorded: dict[str, str] = {}
+        self._retention_due = 0.0
         self.power_loop: PowerLoop | None = None
         if config.power:
             caches = PowerCaches(self.nodes, self.pods, self.gpunodes, self.budgets)
@@ -208,6 +211,7 @@ class Operator:
                         cache.changed.clear()
                     self._reload_policy()
                     self._cycle_safely()
+                    self._apply_retention()
                 until_renewal = max(next_renewal - time.monotonic(), 0.0)
                 wait_s = min(self.config.cycle_interval_s, until_renewal)
                 if not self.jobs.changed.is_set():
@@ -245,6 +249,21 @@ class Operator:
         self._recorded = {k: v for k, v in self._recorded.items() if k in waiting}
         if records:
             self.history.add_decisions(records)
+
+    def _apply_retention(self) -> None:
+        """Delete history older than the retention settings, at most once an hour."""
+        if self.history is None or time.monotonic() < self._retention_due:
+            return
+        self._retention_due = time.monotonic() + 3600.0
+        try:
+            deleted = self.history.read(
+                lambda store: store.apply_retention(time.time(), self.config.retention)
+            )
+        except VoltpackError as exc:
+            log.warning("history retention not applied: %s", exc)
+            return
+        if any(deleted.values()):
+            log.info("history retention deleted %s", deleted)
 
     def _reload_policy(self) -> None:
         """Switch to a policy applied through the admin API (scoring and queueing)."""
