@@ -13,7 +13,7 @@ import binascii
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Self, cast
 
@@ -25,6 +25,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    RowMapping,
     Table,
     and_,
     case,
@@ -453,19 +454,8 @@ class Store:
         limit: int = 1000,
     ) -> list[JobRecord]:
         """Jobs submitted in `since_s <= submitted_at_s < until_s`, newest first."""
-        _check_limit(limit)
-        conditions = _window(JOB_HISTORY.c.submitted_at_s, since_s, until_s)
-        for column, value in (("namespace", namespace), ("queue", queue), ("state", state)):
-            if value is not None:
-                conditions.append(JOB_HISTORY.c[column] == value)
-        statement = (
-            select(JOB_HISTORY)
-            .where(and_(True, *conditions))
-            .order_by(JOB_HISTORY.c.submitted_at_s.desc(), JOB_HISTORY.c.id.desc())
-            .limit(limit)
-        )
-        with self._begin() as connection:
-            rows = connection.execute(statement).mappings().all()
+        filters = {"namespace": namespace, "queue": queue, "state": state}
+        rows = self._newest(JOB_HISTORY, "submitted_at_s", filters, since_s, until_s, limit)
         return [
             JobRecord.model_validate({k: v for k, v in row.items() if k != "id"}) for row in rows
         ]
@@ -679,20 +669,33 @@ class Store:
         limit: int = 100,
     ) -> list[AuditEntry]:
         """Audit entries in `since_s <= at_s < until_s`, newest first."""
+        filters = {"user": user, "action": action, "target": target}
+        rows = self._newest(AUDIT, "at_s", filters, since_s, until_s, limit)
+        return [AuditEntry.model_validate(dict(row)) for row in rows]
+
+    def _newest(
+        self,
+        table: Table,
+        time_column: str,
+        filters: dict[str, str | None],
+        since_s: float | None,
+        until_s: float | None,
+        limit: int,
+    ) -> Sequence[RowMapping]:
+        """Rows of `table` in the time window matching the set filters, newest first."""
         _check_limit(limit)
-        conditions = _window(AUDIT.c.at_s, since_s, until_s)
-        for column, value in (("user", user), ("action", action), ("target", target)):
+        conditions = _window(table.c[time_column], since_s, until_s)
+        for column, value in filters.items():
             if value is not None:
-                conditions.append(AUDIT.c[column] == value)
+                conditions.append(table.c[column] == value)
         statement = (
-            select(AUDIT)
+            select(table)
             .where(and_(True, *conditions))
-            .order_by(AUDIT.c.at_s.desc(), AUDIT.c.id.desc())
+            .order_by(table.c[time_column].desc(), table.c.id.desc())
             .limit(limit)
         )
         with self._begin() as connection:
-            rows = connection.execute(statement).mappings().all()
-        return [AuditEntry.model_validate(dict(row)) for row in rows]
+            return connection.execute(statement).mappings().all()
 
     # ------------------------------------------------------------------------------ retention
 
