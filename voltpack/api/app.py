@@ -14,7 +14,6 @@ from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, P
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import SimulationRequest, SimulationRunner
 from voltpack.api.sources import (
-    AuditEntry,
     ClusterSource,
     History,
     PolicyHolder,
@@ -31,6 +30,7 @@ from voltpack.model.admin import (
 )
 from voltpack.model.errors import PolicyError
 from voltpack.policies.schema import PolicyFile, parse_policy
+from voltpack.store import AuditEntry, DecisionPage
 
 API_PREFIX = "/api/v1"
 MAX_PAGE = 1000
@@ -79,37 +79,6 @@ class ManualCap(_Body):
     """A hand-set power cap for a domain (null removes it)."""
 
     cap_w: float | None = Field(default=None, gt=0, le=1e9)
-
-
-class DecisionItem(BaseModel):
-    """One scheduling decision with its reason."""
-
-    id: int
-    at_s: float
-    subject: str
-    job: str | None
-    node: str | None
-    placed: bool
-    reason: str
-    policy: str
-
-
-class DecisionPageView(BaseModel):
-    """A page of decisions, newest first; pass `next_cursor` as `cursor` for the next page."""
-
-    items: list[DecisionItem]
-    next_cursor: str | None
-
-
-class AuditItem(BaseModel):
-    """One administrative action."""
-
-    at_s: float
-    user: str
-    action: str
-    target: str
-    outcome: str
-    detail: dict[str, Any]
 
 
 class SimulationView(BaseModel):
@@ -207,7 +176,14 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         # the store buffers or counts what it cannot write
         with contextlib.suppress(SourceUnavailableError):
             deps.history.record_audit(
-                AuditEntry(deps.clock(), user.user, action, target, outcome, dict(detail))
+                AuditEntry(
+                    at_s=deps.clock(),
+                    user=user.user,
+                    action=action,
+                    target=target,
+                    outcome=outcome,
+                    detail=dict(detail),
+                )
             )
 
     def parse(text: str) -> PolicyFile:
@@ -299,7 +275,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         audit(user, "power.cap", name, "applied", cap_w=body.cap_w)
         return view
 
-    @app.get(f"{API_PREFIX}/decisions", response_model=DecisionPageView, tags=["history"])
+    @app.get(f"{API_PREFIX}/decisions", response_model=DecisionPage, tags=["history"])
     def decisions(
         _: Annotated[Principal, Depends(require("get"))],
         job: Annotated[str | None, Query(max_length=253)] = None,
@@ -308,7 +284,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         until_s: Annotated[float | None, Query(ge=0, le=1e11)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         cursor: Annotated[str | None, Query(max_length=512)] = None,
-    ) -> DecisionPageView:
+    ) -> DecisionPage:
         """The decision log, newest first, filtered by job, node and time; paginated."""
         store = history()
         try:
@@ -319,16 +295,13 @@ def create_app(deps: ApiDependencies) -> FastAPI:
             ) from None
         except ValueError as exc:
             raise ApiProblemError(400, "invalid-cursor", "Invalid cursor", str(exc)) from None
-        return DecisionPageView(
-            items=[DecisionItem(**vars(item)) for item in page.items],
-            next_cursor=page.next_cursor,
-        )
+        return page
 
-    @app.get(f"{API_PREFIX}/audit", response_model=list[AuditItem], tags=["history"])
+    @app.get(f"{API_PREFIX}/audit", response_model=list[AuditEntry], tags=["history"])
     def audit_log(
         _: Annotated[Principal, Depends(require("get"))],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    ) -> list[AuditItem]:
+    ) -> list[AuditEntry]:
         """Administrative actions, newest first: who, what, when, and the outcome."""
         try:
             entries = history().list_audit(limit)
@@ -336,7 +309,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
             raise ApiProblemError(
                 503, "history-unavailable", "History unavailable", str(exc)
             ) from None
-        return [AuditItem(**vars(e)) for e in entries]
+        return entries
 
     @app.get(f"{API_PREFIX}/policy", response_model=ActivePolicy, tags=["policy"])
     def active_policy(_: Annotated[Principal, Depends(require("get"))]) -> ActivePolicy:

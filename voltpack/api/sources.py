@@ -6,8 +6,7 @@ operator's Kubernetes adapter (`ClusterSource`, `PolicyHolder`) and the store (`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from voltpack.model.admin import (
@@ -19,6 +18,7 @@ from voltpack.model.admin import (
     QueueView,
 )
 from voltpack.policies.schema import PolicyFile
+from voltpack.store import AuditEntry, DecisionPage
 from voltpack.store.records import SimulationStatus
 
 
@@ -54,28 +54,6 @@ class PolicyHolder(Protocol):
     def apply(self, policy: PolicyFile, text: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class DecisionRecord:
-    """One scheduling decision as the history keeps it."""
-
-    id: int
-    at_s: float
-    subject: str
-    job: str | None
-    node: str | None
-    placed: bool
-    reason: str
-    policy: str
-
-
-@dataclass(frozen=True)
-class DecisionPage:
-    """A page of decisions, newest first, and the cursor of the next page (None: no more)."""
-
-    items: Sequence[DecisionRecord]
-    next_cursor: str | None
-
-
 @dataclass
 class SimulationRun:
     """A what-if simulation and how far it got."""
@@ -88,18 +66,6 @@ class SimulationRun:
     report: dict[str, Any] | None = None
     error: str | None = None
     user: str = ""
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """One administrative action."""
-
-    at_s: float
-    user: str
-    action: str
-    target: str
-    outcome: str
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 class History(Protocol):

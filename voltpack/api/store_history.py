@@ -7,14 +7,14 @@ so an administrative action is never refused because the database is down.
 
 from __future__ import annotations
 
-from voltpack.api.sources import (
+from voltpack.api.sources import SimulationRun, SourceUnavailableError
+from voltpack.store import (
     AuditEntry,
+    BufferedStore,
     DecisionPage,
-    DecisionRecord,
-    SimulationRun,
-    SourceUnavailableError,
+    RecordNotFoundError,
+    StoreUnavailableError,
 )
-from voltpack.store import BufferedStore, RecordNotFoundError, StoreUnavailableError
 from voltpack.store import SimulationRun as StoredRun
 
 SIMULATION_KIND = "training"
@@ -37,7 +37,7 @@ class StoreHistory:
     ) -> DecisionPage:
         """A page of the decision log (ValueError for a cursor that does not decode)."""
         try:
-            page = self._store.read(
+            page: DecisionPage = self._store.read(
                 lambda s: s.query_decisions(
                     job=job, node=node, since_s=since_s, until_s=until_s, limit=limit,
                     cursor=cursor,
@@ -45,20 +45,7 @@ class StoreHistory:
             )  # fmt: skip
         except StoreUnavailableError as exc:
             raise SourceUnavailableError(str(exc)) from None
-        items = [
-            DecisionRecord(
-                id=item.id or 0,
-                at_s=item.at_s,
-                subject=item.subject,
-                job=item.job,
-                node=item.node,
-                placed=item.placed,
-                reason=item.reason,
-                policy=item.policy,
-            )
-            for item in page.items
-        ]
-        return DecisionPage(items=items, next_cursor=page.next_cursor)
+        return page
 
     def record_audit(self, entry: AuditEntry) -> None:
         """Buffered: written now, or when the database is back."""
@@ -69,13 +56,10 @@ class StoreHistory:
     def list_audit(self, limit: int) -> list[AuditEntry]:
         """The newest `limit` administrative actions."""
         try:
-            entries = self._store.read(lambda s: s.list_audit(limit=limit))
+            entries: list[AuditEntry] = self._store.read(lambda s: s.list_audit(limit=limit))
         except StoreUnavailableError as exc:
             raise SourceUnavailableError(str(exc)) from None
-        return [
-            AuditEntry(e.at_s, e.user, e.action, e.target, e.outcome, dict(e.detail))
-            for e in entries
-        ]
+        return entries
 
     def create_simulation(self, run: SimulationRun) -> str:
         """Store a new run; its id from now on."""
