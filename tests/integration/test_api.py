@@ -313,3 +313,45 @@ def test_the_operator_runs_a_policy_applied_through_the_api(
     )
     time.sleep(0.5)
     assert operator.policy.metadata.name == "best-fit"
+
+
+def test_a_dry_run_shows_the_gpus_a_power_policy_would_cap_and_writes_nothing(
+    server: ApiServer, kube: client.ApiClient
+) -> None:
+    custom = client.CustomObjectsApi(kube)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    gpus = [
+        {"index": i, "uuid": f"GPU-{i}", "model": "A100", "memoryMib": 81920,
+         "health": "Healthy", "powerLimitW": 400, "powerDrawW": 390}
+        for i in range(8)
+    ]  # fmt: skip
+    gpunode = {
+        "apiVersion": "voltpack.io/v1alpha1",
+        "kind": "GPUNode",
+        "metadata": {"name": "gpu-a100-0"},
+        "spec": {"gpus": []},
+        "status": {"gpus": gpus, "lastHeartbeatTime": now},
+    }
+    created = custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "gpunodes", gpunode)
+    created = custom.patch_cluster_custom_object_status(
+        "voltpack.io", "v1alpha1", "gpunodes", "gpu-a100-0", {"status": gpunode["status"]}
+    )
+    budget = {
+        "apiVersion": "voltpack.io/v1alpha1",
+        "kind": "PowerBudget",
+        "metadata": {"name": "row-1"},
+        "spec": {"nodeSelector": {"matchLabels": {}}, "budgetW": 1500},
+    }
+    custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", budget)
+    text = example_policy_path("fgd-power-polca").read_text()
+    answer = server.send("POST", "/api/v1/policy/dry-run", "operator", {"text": text})
+    assert answer.status_code == 200, answer.text
+    caps = [c for c in answer.json()["changes"] if c["action"] == "cap"]
+    assert caps and all(c["subject"].startswith("gpu-a100-0/gpu") for c in caps)
+    after = custom.get_cluster_custom_object("voltpack.io", "v1alpha1", "gpunodes", "gpu-a100-0")
+    assert not (after.get("spec") or {}).get("gpus")  # nothing written
+    assert after["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    stored = custom.get_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", "row-1")
+    assert not stored.get("status")
+    events = client.CoreV1Api(kube).list_event_for_all_namespaces().items
+    assert not [e for e in events if e.involved_object.kind in ("PowerBudget", "GPUNode")]

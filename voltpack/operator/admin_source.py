@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
@@ -35,6 +35,7 @@ from voltpack.model.admin import (
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.errors import InvalidRequestError, PolicyError
 from voltpack.model.resources import API_GROUP, API_VERSION
+from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
     MANUAL_CAP_ANNOTATION,
@@ -44,9 +45,12 @@ from voltpack.operator.conventions import (
 from voltpack.operator.cycle import QueueContext, plan_cycle
 from voltpack.operator.kube import call_json
 from voltpack.operator.policy_reload import POLICY_KEY
+from voltpack.operator.power_loop import PowerCaches, PowerLoop
+from voltpack.operator.power_objects import action_of
 from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.policies.fair_share import make_ordering
+from voltpack.policies.power.ladder import GpuSetting
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile, parse_policy
 from voltpack.scheduler.cycle import Scheduler
@@ -314,12 +318,51 @@ class KubeAdminSource:
                 )
         for pod, reason in sorted(plan.unplaced.items()):
             changes.append(PlacementChange(action="stay-pending", subject=pod, detail=reason))
+        changes += self._power_changes(policy)
         return DryRunResult(
             policy=policy.metadata.name,
             binds=sum(len(g) for g in plan.gangs),
             pending=len(plan.unplaced),
             changes=changes,
         )
+
+    def _power_changes(self, policy: PolicyFile) -> list[PlacementChange]:
+        """The GPU settings the policy's power section would write now (one control tick)."""
+        listers: dict[str, Callable[..., Any]] = {
+            "nodes": self._core.list_node,
+            "pods": self._core.list_pod_for_all_namespaces,
+            "gpunodes": lambda **kw: self._custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, "gpunodes", **kw
+            ),
+            "powerbudgets": lambda **kw: self._custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, "powerbudgets", **kw
+            ),
+        }
+        caches = {name: ResourceCache(name, lister) for name, lister in listers.items()}
+        for name, cache in caches.items():
+            self._call(name, cache.load_once)
+        loop = PowerLoop(
+            self._core,
+            self._custom,
+            policy.spec.power,
+            PowerCaches(
+                caches["nodes"], caches["pods"], caches["gpunodes"], caches["powerbudgets"]
+            ),
+            clock=self._clock,
+            read_only=True,
+        )
+        loop.tick()
+        changes = []
+        for node, index, before, after in loop.planned:
+            action: Literal["cap", "release"] = "release" if after == GpuSetting() else "cap"
+            changes.append(
+                PlacementChange(
+                    action=action,
+                    subject=f"{node}/gpu{index}",
+                    detail=f"{_setting_text(before)} -> {_setting_text(after)}",
+                )
+            )
+        return changes
 
     # -- PolicyHolder ----------------------------------------------------------------------
 
@@ -524,6 +567,11 @@ class KubeAdminSource:
                 )
             )
         return views
+
+
+def _setting_text(setting: GpuSetting) -> str:
+    """e.g. 'cap_power' or 'driver default'."""
+    return "driver default" if setting == GpuSetting() else action_of(setting)
 
 
 def _members(budget: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:

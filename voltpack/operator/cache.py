@@ -76,6 +76,10 @@ class ResourceCache:
         )
         self._thread.start()
 
+    def load_once(self) -> None:
+        """List once, without watching (a one-off read, e.g. a dry run)."""
+        self._relist()
+
     def _relist(self) -> str:
         reply = call_json(self._list)
         objects = {object_key(obj): obj for obj in reply.get("items") or []}

@@ -93,9 +93,16 @@ class PowerLoop:
         clock: Callable[[], float] = time.time,
         interval_s: float | None = None,
         history: BufferedStore | None = None,
+        read_only: bool = False,
     ) -> None:
-        """`history`: where each domain's power is recorded (rolled up per minute), if set."""
+        """`history`: where each domain's power is recorded (rolled up per minute), if set.
+
+        `read_only`: plan without writing anything (a dry run): GPUNode spec changes are
+        collected in `planned` instead of written; no status, Event or history is written.
+        """
         self.history = history
+        self.read_only = read_only
+        self.planned: list[tuple[str, int, GpuSetting, GpuSetting]] = []
         self.core = core
         self.custom = custom
         self.interval_s = interval_s or spec.interval_s
@@ -186,7 +193,7 @@ class PowerLoop:
 
     def _record(self, decision: PowerDecision) -> None:
         """One power sample per domain into the history (buffered; never raises)."""
-        if self.history is None:
+        if self.history is None or self.read_only:
             return
         now = self.clock()
         for report in decision.domains:
@@ -363,6 +370,10 @@ class PowerLoop:
         changed: list[tuple[int, GpuSetting, GpuSetting]],
         note: str = "",
     ) -> None:
+        if self.read_only:
+            node = gpunode["metadata"]["name"]
+            self.planned.extend((node, index, before, after) for index, before, after in changed)
+            return
         name = gpunode["metadata"]["name"]
         try:
             updated = call_json(
@@ -409,6 +420,8 @@ class PowerLoop:
     def _write_status(
         self, budget: dict[str, Any], status: dict[str, Any], condition: dict[str, str]
     ) -> None:
+        if self.read_only:
+            return
         previous = budget.get("status") or {}
         now = rfc3339(self.clock())
         status = {**status, "conditions": [with_transition(condition, previous, now)]}
@@ -432,5 +445,7 @@ class PowerLoop:
     def _event(
         self, obj: dict[str, Any], kind: str, reason: str, message: str, warning: bool
     ) -> None:
+        if self.read_only:
+            return
         involved = {"apiVersion": VOLTPACK_API_VERSION, "kind": kind, "metadata": obj["metadata"]}
         record_event(self.core, involved, reason, message, "Warning" if warning else "Normal")
