@@ -26,6 +26,7 @@ from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import GPU_INDICES_ANNOTATION, SCHEDULER_NAME
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
+from voltpack.operator.job_history import JobHistoryRecorder
 from voltpack.operator.jobs import JobController
 from voltpack.operator.leader import LeaderElector
 from voltpack.operator.metrics import (
@@ -130,8 +131,10 @@ class Operator:
             queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
         )
         self.history: BufferedStore | None = None
+        self.job_history: JobHistoryRecorder | None = None
         if config.database_url:
             self.history = BufferedStore.open(config.database_url)
+            self.job_history = JobHistoryRecorder(self.history, time.time)
         self._recorded: dict[str, str] = {}
         self._retention_due = 0.0
         self.power_loop: PowerLoop | None = None
@@ -336,7 +339,10 @@ class Operator:
             self._figures_due = time.monotonic() + 1.0
         if not self.elector.is_leader():
             return plan
-        self.job_controller.reconcile_all(self.jobs.items(), pods, self._last_unplaced)
+        gpujobs = self.jobs.items()
+        self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced)
+        if self.job_history is not None:
+            self.job_history.observe(gpujobs)
         self._last_unplaced = dict(plan.unplaced)
         by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
         for eviction in plan.evictions:

@@ -209,3 +209,45 @@ def test_no_input_makes_the_history_routes_fail(rig: Rig) -> None:
         except Exception as exc:  # report every operation's failure together
             failures.append(f"{operation.path}: {exc}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_operator_records_job_history(
+    rig: Rig, emulator: RunningEmulator, store_url: str
+) -> None:
+    custom = client.CustomObjectsApi(rig.kube)
+    job = {
+        "apiVersion": "voltpack.io/v1alpha1",
+        "kind": "GPUJob",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {
+            "workers": 2,
+            "gpusPerWorker": 4,
+            "template": {"spec": {"containers": [{"name": "w", "image": "trainer:1"}]}},
+        },
+    }
+    custom.create_namespaced_custom_object("voltpack.io", "v1alpha1", "default", "gpujobs", job)
+    config = OperatorConfig(
+        policy=load_policy(example_policy_path("fgd")),
+        identity="jobs",
+        namespace=NAMESPACE,
+        cycle_interval_s=0.05,
+        lease_duration_s=2,
+        power=False,
+        database_url=store_url,
+    )
+
+    def history() -> list[Any]:
+        rig.store.flush()
+        return rig.store.read(lambda store: store.job_history())
+
+    with operator_thread(emulator.url, config):
+        started = wait_for(
+            lambda: [j for j in history() if j.started_at_s is not None],
+            timeout_s=20,
+            what="the job to be recorded as started",
+        )
+    record = started[0]
+    assert (record.namespace, record.job, record.queue) == ("default", "train", "default")
+    assert record.gpus == 8.0 and record.state == "Running"
+    assert len(history()) == 1  # one job, updated in place
