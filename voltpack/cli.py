@@ -517,6 +517,10 @@ def agent(
     pod_resources_socket: Annotated[
         str, typer.Option(help="kubelet pod-resources socket, for pod labels on GPU metrics")
     ] = DEFAULT_SOCKET,
+    actuate: Annotated[
+        bool,
+        typer.Option(help="apply the GPUNode spec's power limits and clock locks (--publish)"),
+    ] = True,
 ) -> None:
     """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
     if backend not in ("auto", "nvml", "amd", "simulated"):
@@ -535,7 +539,11 @@ def agent(
     stop = threading.Event()
     if publish:
         sync = GpuNodeSync(
-            CustomObjectsApi(api_client(server)), node_name, device, sysfs_root=sysfs_root
+            CustomObjectsApi(api_client(server)),
+            node_name,
+            device,
+            sysfs_root=sysfs_root,
+            actuate=actuate,
         )
         threading.Thread(
             target=_publish_loop, args=(sync, publish_interval_s, stop), daemon=True

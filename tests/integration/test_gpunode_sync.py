@@ -115,3 +115,27 @@ def test_nics_from_sysfs_are_published_with_the_gpus_they_serve(
         {"name": "mlx5_0", "nicClass": "infiniband", "bandwidthGbps": 400.0, "gpus": [0, 1]},
         {"name": "mlx5_1", "nicClass": "infiniband", "bandwidthGbps": 400.0, "gpus": [2, 3]},
     ]
+
+
+def test_without_actuation_the_spec_is_reported_not_applied(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    backend = SimulatedBackend("H100-SXM", 2, node_name="ro")
+    sync = GpuNodeSync(custom, "ro", backend, actuate=False)
+    assert sync.reconcile_once() == []
+    applied = {c["type"]: c for c in gpunode(custom, "ro")["status"]["conditions"]}
+    assert applied["SettingsApplied"]["status"] == "True"
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "ro",
+        {"spec": {"gpus": [{"index": 1, "powerLimitW": 400}]}},
+    )  # fmt: skip
+    assert sync.reconcile_once() == []
+    assert backend.sample(1).power_limit_w == 700
+    status = gpunode(custom, "ro")["status"]
+    assert status["gpus"][1]["powerLimitW"] == 700
+    applied = {c["type"]: c for c in status["conditions"]}["SettingsApplied"]
+    assert (applied["status"], applied["reason"]) == ("False", "ActuationDisabled")
+    assert "1 GPU(s)" in applied["message"]

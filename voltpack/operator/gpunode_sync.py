@@ -66,12 +66,15 @@ class GpuNodeSync:
         backend: GpuBackend,
         clock: Callable[[], str] = _now,
         sysfs_root: str | None = None,
+        actuate: bool = True,
     ) -> None:
+        """`actuate=False`: report only; the spec's settings are never applied to the GPUs."""
         self.custom = custom
         self.node_name = node_name
         self.backend = backend
         self.clock = clock
         self.sysfs_root = sysfs_root
+        self.actuate = actuate
         self._locked: dict[int, tuple[int, int] | None] = {}
         self._sysfs: SysfsTopology | None = None
 
@@ -84,6 +87,9 @@ class GpuNodeSync:
             spec = GpuNodeSpec()
             log.warning("GPUNode %s: invalid spec ignored: %s", self.node_name, exc)
         samples = self._samples()
+        if not self.actuate:
+            self._write_status(samples, [], ignored=len(spec.gpus))
+            return []
         results = self._apply(spec, samples)
         if results:
             samples = self._samples()  # read back what the device now reports
@@ -184,7 +190,10 @@ class GpuNodeSync:
         }
 
     def _write_status(
-        self, samples: dict[int, GpuSample | None], results: list[ActuationResult]
+        self,
+        samples: dict[int, GpuSample | None],
+        results: list[ActuationResult],
+        ignored: int = 0,
     ) -> None:
         inventory = {gpu.index: gpu for gpu in self.backend.inventory()}
         devices = []
@@ -217,6 +226,14 @@ class GpuNodeSync:
                 "message": "; ".join(f"GPU {r.index} {r.action}: {r.error}" for r in failures),
             },
         ]
+        if ignored:
+            conditions[1] = {
+                "type": "SettingsApplied",
+                "status": "False",
+                "reason": "ActuationDisabled",
+                "message": f"the agent runs with --no-actuate: settings for {ignored} GPU(s) "
+                "not applied (enable actuation on this node to apply them)",
+            }
         status = GpuNodeStatus.model_validate(
             {
                 "gpus": devices,
