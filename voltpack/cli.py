@@ -381,6 +381,9 @@ def operator(
         str | None,
         typer.Option(help="record decisions and power here (sqlite:///file.db, postgresql://...)"),
     ] = None,
+    policy_configmap: Annotated[
+        str, typer.Option(help="ConfigMap (in --namespace) whose policy.yaml replaces --policy")
+    ] = "voltpack-policy",
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, manage power domains, report Events."""
     try:
@@ -403,6 +406,7 @@ def operator(
         metrics_port=None if metrics_port < 0 else metrics_port,
         power=power,
         database_url=database_url,
+        policy_configmap=policy_configmap or None,
     )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)
@@ -427,6 +431,9 @@ def api(
         str | None,
         typer.Option(help="history database (the operator's --database-url); none: no history"),
     ] = None,
+    policy_configmap: Annotated[
+        str, typer.Option(help="ConfigMap (in --namespace) the applied policy is written to")
+    ] = "voltpack-policy",
 ) -> None:
     """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
     try:
@@ -438,7 +445,9 @@ def api(
     except VoltpackError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    source = KubeAdminSource(client, resolved, text, namespace=namespace)
+    source = KubeAdminSource(
+        client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
+    )
     deps = ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -8,6 +8,7 @@ resources against their CRDs; values.schema.json; dashboards, policy, API modes,
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import json
@@ -67,9 +68,9 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @functools.cache
-def render_text(case: str) -> str:
+def render_text(case: str, *more: str) -> str:
     files, extra = CASES[case]
-    args = ["template", RELEASE, str(CHART), "-n", NAMESPACE, "--include-crds", *extra]
+    args = ["template", RELEASE, str(CHART), "-n", NAMESPACE, "--include-crds", *extra, *more]
     for path in files:
         args += ["-f", str(path)]
     result = run_helm(*args)
@@ -77,8 +78,8 @@ def render_text(case: str) -> str:
     return result.stdout
 
 
-def render(case: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(render_text(case)) if doc]
+def render(case: str, *more: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(render_text(case, *more)) if doc]
 
 
 def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -256,6 +257,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
     "read_namespaced_lease": ("coordination.k8s.io", "leases", {"get"}),
     "replace_namespaced_lease": ("coordination.k8s.io", "leases", {"update"}),
     "create_namespaced_lease": ("coordination.k8s.io", "leases", {"create"}),
+    "read_namespaced_config_map": ("", "configmaps", {"get"}),
 }
 CUSTOM_CALLS = {
     "list_cluster_custom_object": {"list", "watch"},
@@ -267,7 +269,24 @@ CUSTOM_CALLS = {
     "patch_namespaced_custom_object_status": {"patch"},
 }
 CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
-OPERATOR_MODULES = ["runner", "cache", "binder", "jobs", "queues", "power_loop", "leader"]
+OPERATOR_MODULES = [
+    "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
+    "job_history",
+]  # fmt: skip
+# The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
+# lists take the plural as a variable, so its grants are spelled out here, one per call.
+API_GRANTS = {
+    ("", "nodes", "list"), ("", "nodes", "watch"),  # list_node (cached reads, dry-run cache)
+    ("", "pods", "list"), ("", "pods", "watch"),  # list_pod_for_all_namespaces
+    ("", "events", "list"),  # list_event_for_all_namespaces: why a pod waits
+    *{("voltpack.io", p, v) for p in CUSTOM_PLURALS for v in ("list", "watch")},
+    ("voltpack.io", "powerbudgets", "patch"),  # a manual cap
+}  # fmt: skip
+API_POLICY_GRANTS = {("", "configmaps", v) for v in ("get", "update", "create")}
+API_AUTH_GRANTS = {
+    ("authentication.k8s.io", "tokenreviews", "create"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+}
 AGENT_MODULES = ["gpunode_sync"]
 
 
@@ -328,8 +347,9 @@ def test_rbac_grants_exactly_what_the_code_calls() -> None:
     docs = render("default")
     operator = granted(docs, f"{RELEASE}-voltpack-operator")
     agent = granted(docs, f"{RELEASE}-voltpack-agent")
-    # the operator's finalizer on GPUJobs is a patch of the object (covered by gpujobs patch)
-    assert operator == permissions_used(OPERATOR_MODULES)
+    # the operator's finalizer on GPUJobs is a patch of the object (covered by gpujobs patch);
+    # the API runs in the operator's pod by default, with its account
+    assert operator == permissions_used(OPERATOR_MODULES) | API_GRANTS | API_POLICY_GRANTS
     assert agent == permissions_used(AGENT_MODULES)
     assert agent == {
         ("voltpack.io", "gpunodes", "get"),
@@ -346,21 +366,26 @@ def test_rbac_has_no_wildcards_and_no_secrets(case: str) -> None:
             where = f"{role['metadata']['name']}: {rule}"
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key], where
-            assert not {"secrets", "configmaps", "serviceaccounts/token"} & set(rule["resources"])
+            assert not {"secrets", "serviceaccounts/token"} & set(rule["resources"])
+            if "configmaps" in rule["resources"]:
+                # only the policy ConfigMap, in the release namespace (create cannot be named)
+                assert role["kind"] == "Role", where
+                assert rule.get("resourceNames") == [f"{RELEASE}-voltpack-policy"] or rule[
+                    "verbs"
+                ] == ["create"], where
             assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
             assert "nonResourceURLs" not in rule, where
     # the Lease permissions are namespaced, and only the scheduler's Lease can be read or written
-    (lease_role,) = of_kind(docs, "Role")
+    (lease_role,) = [r for r in of_kind(docs, "Role") if "leader-election" in r["metadata"]["name"]]
     assert lease_role["metadata"]["namespace"] == NAMESPACE
     named_rules = [r for r in lease_role["rules"] if "resourceNames" in r]
-    assert named_rules == [
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": ["voltpack-scheduler"],
-            "verbs": ["get", "update"],
-        }
-    ]
+    assert named_rules[0] == {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": ["voltpack-scheduler"],
+        "verbs": ["get", "update"],
+    }
+    assert all(r["metadata"]["namespace"] == NAMESPACE for r in of_kind(docs, "Role"))
     # one service account per component; every binding names one that the chart creates
     accounts = {sa["metadata"]["name"] for sa in of_kind(docs, "ServiceAccount")}
     for binding in of_kind(docs, "ClusterRoleBinding") + of_kind(docs, "RoleBinding"):
@@ -374,9 +399,22 @@ def test_rbac_has_no_wildcards_and_no_secrets(case: str) -> None:
     assert len(set(used.values())) == len(used), used
 
 
-def test_the_api_deployment_reads_only() -> None:
-    api = granted(render("api-deployment"), f"{RELEASE}-voltpack-api")
-    assert api and {verb for _, _, verb in api} == {"get", "list", "watch"}
+def test_the_api_deployment_has_exactly_the_apis_grants() -> None:
+    docs = render("api-deployment")
+    api = granted(docs, f"{RELEASE}-voltpack-api")
+    assert api == API_GRANTS | API_POLICY_GRANTS
+    operator = granted(docs, f"{RELEASE}-voltpack-operator")
+    assert operator == permissions_used(OPERATOR_MODULES)  # the API's grants stay with the API
+
+
+def test_kubernetes_auth_adds_only_the_review_grants() -> None:
+    docs = render("default", "--set", "api.auth.mode=kubernetes")
+    operator = granted(docs, f"{RELEASE}-voltpack-operator")
+    expected = permissions_used(OPERATOR_MODULES) | API_GRANTS | API_POLICY_GRANTS
+    assert operator == expected | API_AUTH_GRANTS
+    _, container = api_container(docs)
+    assert not [a for a in container["args"] if a.startswith("--token-file")]
+    assert not of_kind(docs, "Secret")
 
 
 # --- CRDs and example resources ----------------------------------------------------------------
@@ -609,10 +647,14 @@ def test_api_modes() -> None:
     assert owner == f"{RELEASE}-voltpack-operator"
     flags = {arg.split("=")[0] for arg in container["args"][1:]}
     assert container["args"][0] == "api"
-    assert flags == {"--host", "--port", "--token-file", "--database-url"}
+    assert flags == {
+        "--host", "--port", "--namespace", "--policy-configmap", "--token-file", "--database-url"
+    }  # fmt: skip
     service = named(sidecar, "Service", f"{RELEASE}-voltpack-api")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "operator"
-    assert named(sidecar, "Secret", f"{RELEASE}-voltpack-api-token")["data"]["token"]
+    secret = named(sidecar, "Secret", f"{RELEASE}-voltpack-api-token")["data"]
+    token = base64.b64decode(secret["token"]).decode()
+    assert base64.b64decode(secret["tokens.csv"]).decode() == f"{token},admin,admin\n"
 
     separate = render("api-deployment")
     owner, container = api_container(separate)

@@ -368,15 +368,18 @@ class KubeAdminSource:
 
     def active(self) -> tuple[PolicyFile, str]:
         """The policy in the ConfigMap if there is one, else the one the API started with."""
-        answer = self._call(
-            f"configmap {self._configmap}",
-            lambda: self._core.list_namespaced_config_map(
-                self._namespace, field_selector=f"metadata.name={self._configmap}"
-            ),
-        )
-        items = getattr(answer, "items", None) or []
-        if items and (items[0].data or {}).get(POLICY_KEY):
-            text = items[0].data[POLICY_KEY]
+        try:
+            found = self._core.read_namespaced_config_map(self._configmap, self._namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return self._policy
+            raise SourceUnavailableError(
+                f"Kubernetes API: reading configmap {self._configmap}: {exc.status} {exc.reason}"
+            ) from None
+        except (HTTPError, OSError) as exc:
+            raise SourceUnavailableError(f"Kubernetes API unreachable: {exc}") from None
+        text = (found.data or {}).get(POLICY_KEY)
+        if text:
             try:
                 return parse_policy(text, f"configmap {self._configmap}"), text
             except PolicyError:

@@ -50,13 +50,15 @@ class PolicyWatcher:
             return None
         self._due = now + self._interval_s
         try:
-            found = self._core.list_namespaced_config_map(
-                self._namespace, field_selector=f"metadata.name={self._name}"
-            ).items
-        except (ApiException, HTTPError, OSError) as exc:
+            found = self._core.read_namespaced_config_map(self._name, self._namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("policy ConfigMap %s/%s not read: %s", self._namespace, self._name, exc)
+            return None
+        except (HTTPError, OSError) as exc:
             log.warning("policy ConfigMap %s/%s not read: %s", self._namespace, self._name, exc)
             return None
-        text = (found[0].data or {}).get(POLICY_KEY) if found else None
+        text = (found.data or {}).get(POLICY_KEY)
         if not text or text == self._seen:
             return None
         self._seen = text

@@ -125,22 +125,22 @@ seccompProfile:
     - api
     - --host=0.0.0.0
     - --port={{ .Values.api.port }}
-    - --token-file=/var/run/voltpack/api/token
+    - --namespace=$(POD_NAMESPACE)
+    - --policy-configmap={{ include "voltpack.policyConfigMap" . }}
+    {{- if eq .Values.api.auth.mode "token-file" }}
+    - --token-file=/var/run/voltpack/api/tokens.csv
+    {{- end }}
     - --database-url=$(VOLTPACK_DATABASE_URL)
     {{- range .Values.api.extraArgs }}
     - {{ . | quote }}
     {{- end }}
   env:
     {{- include "voltpack.commonEnv" . | nindent 4 }}
-    - name: VOLTPACK_DATABASE_URL
-      {{- if .Values.api.database.existingSecret }}
+    - name: POD_NAMESPACE
       valueFrom:
-        secretKeyRef:
-          name: {{ .Values.api.database.existingSecret }}
-          key: url
-      {{- else }}
-      value: {{ .Values.api.database.url | quote }}
-      {{- end }}
+        fieldRef:
+          fieldPath: metadata.namespace
+    {{- include "voltpack.databaseEnv" . | nindent 4 }}
     {{- with .Values.api.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -166,20 +166,37 @@ seccompProfile:
       mountPath: /tmp
     - name: api-data
       mountPath: /var/lib/voltpack
+    {{- if eq .Values.api.auth.mode "token-file" }}
     - name: api-token
       mountPath: /var/run/voltpack/api
       readOnly: true
+    {{- end }}
+{{- end -}}
+
+{{/* The history database URL, from the values or a Secret (API and operator share it). */}}
+{{- define "voltpack.databaseEnv" -}}
+- name: VOLTPACK_DATABASE_URL
+  {{- if .Values.api.database.existingSecret }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.api.database.existingSecret }}
+      key: url
+  {{- else }}
+  value: {{ .Values.api.database.url | quote }}
+  {{- end }}
 {{- end -}}
 
 {{- define "voltpack.apiVolumes" -}}
 - name: api-data
   emptyDir:
     sizeLimit: 1Gi
+{{- if eq .Values.api.auth.mode "token-file" }}
 - name: api-token
   secret:
     secretName: {{ include "voltpack.apiTokenSecret" . }}
     defaultMode: 0440
     items:
-      - key: token
-        path: token
+      - key: tokens.csv
+        path: tokens.csv
+{{- end }}
 {{- end -}}
