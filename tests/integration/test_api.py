@@ -251,7 +251,8 @@ def test_a_manual_cap_is_written_and_shown(server: ApiServer, kube: client.ApiCl
 def test_a_simulation_runs_to_a_report(server: ApiServer) -> None:
     submitted = server.send(
         "POST", "/api/v1/simulations", "operator",
-        {"trace": SMALL_TRACE, "cluster": "2:2:2", "policies": ["fifo", "max_min_fairness_perf"]},
+        {"trace": SMALL_TRACE, "cluster": "2:2:2", "policies": ["fifo", "max_min_fairness_perf"],
+         "seeds": [0, 1]},
     )  # fmt: skip
     assert submitted.status_code == 202, submitted.text
     run_id = submitted.json()["id"]
@@ -264,6 +265,7 @@ def test_a_simulation_runs_to_a_report(server: ApiServer) -> None:
     report = server.get(f"/api/v1/simulations/{run_id}/report").json()
     assert set(report["results"]) == {"fifo", "max_min_fairness_perf"}
     assert report["results"]["fifo"]["jobs"] == 20
+    assert set(report["per_seed"]["fifo"]) == {"0", "1"}
 
 
 @pytest.mark.parametrize(
@@ -274,6 +276,7 @@ def test_a_simulation_runs_to_a_report(server: ApiServer) -> None:
         ({"policies": ["nope"]}, "unknown policies"),
         ({"cluster": "0:0:0"}, "cluster"),
         ({"round_s": 0}, "round_s"),
+        ({"seeds": [1, 1]}, "distinct"),
     ],
 )
 def test_a_bad_simulation_is_refused_clearly(

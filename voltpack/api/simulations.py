@@ -8,6 +8,7 @@ figures. Runs are kept in memory and, when a history store is configured, saved 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import threading
 import time
@@ -49,7 +50,19 @@ class SimulationRequest(BaseModel):
         max_length=12,
     )
     round_s: float = Field(default=360.0, ge=10, le=86_400)
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    seeds: list[int] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        max_length=10,
+        description="one run per seed (tie-breaking and random model choices)",
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: list[int]) -> list[int]:
+        if any(seed < 0 or seed >= 2**31 for seed in value) or len(set(value)) != len(value):
+            raise ValueError("seeds must be distinct integers in [0, 2^31)")
+        return value
 
     @field_validator("trace")
     @classmethod
@@ -129,14 +142,29 @@ class SimulationRunner:
             table = load_gavel_throughputs(data_dir() / "gavel" / "simulation_throughputs.json")
             jobs = load_gavel_trace(path)
             gpus = parse_gavel_cluster(request.cluster)
-            config = RoundConfig(round_s=request.round_s, seed=request.seed, gavel_compatible=False)
-            results = {}
-            for done, name in enumerate(request.policies):
-                policy = make_allocation_policy(name, request.seed)
-                results[name] = summarize(RoundSimulator(policy, table, gpus, config).run(jobs))
-                run.progress = (done + 1) / len(request.policies)
-                self._save(run, history)
-            run.report = {"trace": request.trace, "cluster": request.cluster, "results": results}
+            results: dict[str, dict[str, float | None]] = {}
+            per_seed: dict[str, dict[str, dict[str, float | None]]] = {}
+            total = len(request.policies) * len(request.seeds)
+            done = 0
+            for name in request.policies:
+                per_seed[name] = {}
+                for seed in request.seeds:
+                    config = RoundConfig(round_s=request.round_s, seed=seed, gavel_compatible=False)
+                    policy = make_allocation_policy(name, seed)
+                    simulator = RoundSimulator(policy, table, gpus, config)
+                    per_seed[name][str(seed)] = _finite(summarize(simulator.run(jobs)))
+                    done += 1
+                    run.progress = done / total
+                    self._save(run, history)
+                runs = list(per_seed[name].values())
+                results[name] = {key: _mean([r[key] for r in runs]) for key in runs[0]}
+            run.report = {
+                "trace": request.trace,
+                "cluster": request.cluster,
+                "seeds": request.seeds,
+                "results": results,
+                "per_seed": per_seed,
+            }
             run.status = "done"
         except (VoltpackError, LookupError, ValueError) as exc:
             run.status, run.error = "failed", str(exc)
@@ -149,6 +177,16 @@ class SimulationRunner:
         # the run goes on in memory; the store counts what it drops
         with contextlib.suppress(Exception):
             history.save_simulation(run)
+
+
+def _finite(figures: dict[str, float]) -> dict[str, float | None]:
+    """JSON-safe figures: a value that is not finite (no data) becomes None."""
+    return {key: value if math.isfinite(value) else None for key, value in figures.items()}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _trace_path(name: str) -> Path:

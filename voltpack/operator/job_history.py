@@ -1,7 +1,8 @@
 """Job history for forecasting and fairness: each GPUJob recorded when its phase changes.
 
 The leader writes a `JobRecord` (buffered by the store) when a job is first seen, when it
-starts running and when it ends; the start and end times are when the operator saw the change.
+starts (all its workers bound: its queue wait ends) and when it ends; the start and end times
+are when the operator saw the change.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _record(
     per_worker = float(milli) / 1000 if milli else float(spec.get("gpusPerWorker", 1))
     models = spec.get("gpuModels") or []
     started = before.started_at_s if before is not None else None
-    if started is None and phase in ("Running", *TERMINAL):
+    if started is None and phase in ("Scheduled", "Running", *TERMINAL):
         started = now
     return JobRecord(
         job=key[1],
