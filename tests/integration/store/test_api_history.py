@@ -73,14 +73,9 @@ def rig(emulator: RunningEmulator, store_url: str, tmp_path: Path) -> Iterator[R
         kube.close()
 
 
-def get(rig: Rig, path: str, **params: Any) -> httpx.Response:
-    return httpx.get(rig.url + path, headers=ADMIN, params=params, timeout=30)
-
-
-def test_the_operators_decisions_are_paginated_and_filtered(
-    rig: Rig, emulator: RunningEmulator, store_url: str
-) -> None:
-    config = OperatorConfig(
+def recording_operator(store_url: str) -> OperatorConfig:
+    """An operator that records its history in `store_url`."""
+    return OperatorConfig(
         policy=load_policy(example_policy_path("fgd")),
         identity="history",
         namespace=NAMESPACE,
@@ -89,6 +84,16 @@ def test_the_operators_decisions_are_paginated_and_filtered(
         power=False,
         database_url=store_url,
     )
+
+
+def get(rig: Rig, path: str, **params: Any) -> httpx.Response:
+    return httpx.get(rig.url + path, headers=ADMIN, params=params, timeout=30)
+
+
+def test_the_operators_decisions_are_paginated_and_filtered(
+    rig: Rig, emulator: RunningEmulator, store_url: str
+) -> None:
+    config = recording_operator(store_url)
     core = client.CoreV1Api(rig.kube)
     with operator_thread(emulator.url, config):
         for name, gpus in (("small", 1), ("medium", 4), ("huge", 64)):
@@ -227,15 +232,7 @@ def test_the_operator_records_job_history(
         },
     }
     custom.create_namespaced_custom_object("voltpack.io", "v1alpha1", "default", "gpujobs", job)
-    config = OperatorConfig(
-        policy=load_policy(example_policy_path("fgd")),
-        identity="jobs",
-        namespace=NAMESPACE,
-        cycle_interval_s=0.05,
-        lease_duration_s=2,
-        power=False,
-        database_url=store_url,
-    )
+    config = recording_operator(store_url)
 
     def history() -> list[Any]:
         rig.store.flush()
