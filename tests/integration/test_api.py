@@ -20,7 +20,8 @@ from tests.integration.conftest import operator_thread, pod_manifest, serving, w
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.admin_source import KubeAdminSource, latest_reasons
+from voltpack.operator.binder import record_event
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import example_policy_path, load_policy
@@ -358,3 +359,21 @@ def test_a_dry_run_shows_the_gpus_a_power_policy_would_cap_and_writes_nothing(
     assert not stored.get("status")
     events = client.CoreV1Api(kube).list_event_for_all_namespaces().items
     assert not [e for e in events if e.involved_object.kind in ("PowerBudget", "GPUNode")]
+
+
+def test_the_newest_reason_wins_within_one_second(kube: client.ApiClient) -> None:
+    """Events keep microseconds (`eventTime`), so a reason and its successor in the same
+    second are told apart whatever order the API server lists them in."""
+    core = client.CoreV1Api(kube)
+    pod = core.create_namespaced_pod("default", pod_manifest("late", gpus=8))
+    pod_json = kube.sanitize_for_serialization(pod)
+    pod_json.update(apiVersion="v1", kind="Pod")
+    messages = [f"reason {i}" for i in range(6)]
+    for message in messages:
+        record_event(core, pod_json, "FailedScheduling", message)
+    events = kube.sanitize_for_serialization(
+        core.list_namespaced_event("default", field_selector="reason=FailedScheduling")
+    )["items"]
+    assert all(e["eventTime"] and e["reportingComponent"] and e["action"] for e in events)
+    assert latest_reasons(events)["default/late"] == messages[-1]
+    assert latest_reasons(list(reversed(events)))["default/late"] == messages[-1]

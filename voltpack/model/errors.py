@@ -23,3 +23,8 @@ class InvalidRequestError(VoltpackError):
 
 class PowerConfigError(VoltpackError):
     """A power-domain tree or power policy is malformed (unknown parent, cycle, bad budget)."""
+
+
+class ForecastError(VoltpackError):
+    """A history cannot be forecast (too short, negative where counts are meant, no finite
+    value); the message names the series and what to change."""

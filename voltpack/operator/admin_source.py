@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -147,7 +148,7 @@ class KubeAdminSource:
                 gpujobs=self._custom_list("gpujobs"),
                 queues=self._custom_list("queues"),
                 budgets=self._custom_list("powerbudgets"),
-                pending_reasons=_latest_reasons(_items(events)),
+                pending_reasons=latest_reasons(_items(events)),
                 read_at_s=now,
             )
             self._views = {}
@@ -590,15 +591,27 @@ def _members(budget: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:
     )
 
 
-def _latest_reasons(events: list[dict[str, Any]]) -> dict[str, str]:
+def _event_moment(event: dict[str, Any]) -> datetime:
+    """When an Event last happened: `eventTime` (microseconds) or `lastTimestamp` (seconds)."""
+    for field in ("eventTime", "lastTimestamp", "firstTimestamp"):
+        text = event.get(field)
+        if text:
+            try:
+                return datetime.fromisoformat(str(text))
+            except ValueError:
+                continue
+    return datetime.min.replace(tzinfo=UTC)
+
+
+def latest_reasons(events: list[dict[str, Any]]) -> dict[str, str]:
     """namespace/name -> the newest FailedScheduling message for that pod."""
-    latest: dict[str, tuple[str, str]] = {}
+    latest: dict[str, tuple[datetime, str]] = {}
     for event in events:
         involved = event.get("involvedObject") or {}
         if (involved.get("kind") or "Pod") != "Pod":
             continue
         key = f"{involved.get('namespace') or 'default'}/{involved.get('name')}"
-        stamp = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+        stamp = _event_moment(event)
         if key not in latest or stamp >= latest[key][0]:
             latest[key] = (stamp, str(event.get("message") or event.get("reason") or ""))
     return {key: message for key, (_, message) in latest.items()}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -58,12 +60,23 @@ def bind_gang(
     return failures
 
 
+#: who reports voltpack's Events (`reportingInstance`, at most 128 characters)
+REPORTING_INSTANCE = (os.environ.get("POD_NAME") or socket.gethostname() or SCHEDULER_NAME)[:128]
+REPORTING_COMPONENT = f"voltpack.io/{SCHEDULER_NAME}"
+
+
 def record_event(
     core: CoreV1Api, obj: dict[str, Any], reason: str, message: str, kind: str = "Warning"
 ) -> None:
-    """A core/v1 Event on a pod (or any object with `kind`), e.g. FailedScheduling."""
+    """A core/v1 Event on a pod (or any object with `kind`), e.g. FailedScheduling.
+
+    `eventTime` carries microseconds, so two Events in the same second keep their order
+    (`lastTimestamp` has whole seconds); an API server requires the reporting fields and an
+    action beside it.
+    """
     meta = obj["metadata"]
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = datetime.now(UTC)
+    now = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -81,6 +94,10 @@ def record_event(
         "source": {"component": SCHEDULER_NAME},
         "firstTimestamp": now,
         "lastTimestamp": now,
+        "eventTime": moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingComponent": REPORTING_COMPONENT,
+        "reportingInstance": REPORTING_INSTANCE,
+        "action": "Scheduling" if reason == "FailedScheduling" else reason,
         "count": 1,
     }
     try:
