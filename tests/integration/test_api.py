@@ -377,3 +377,32 @@ def test_the_newest_reason_wins_within_one_second(kube: client.ApiClient) -> Non
     assert all(e["eventTime"] and e["reportingComponent"] and e["action"] for e in events)
     assert latest_reasons(events)["default/late"] == messages[-1]
     assert latest_reasons(list(reversed(events)))["default/late"] == messages[-1]
+
+
+def test_node_and_job_lists_page_by_key(server: ApiServer, kube: client.ApiClient) -> None:
+    whole = [n["name"] for n in server.get("/api/v1/nodes").json()]
+    assert whole == sorted(whole) and len(whole) == 4
+    seen: list[str] = []
+    params: dict[str, Any] = {"limit": 3}
+    while True:
+        answer = server.get("/api/v1/nodes", params=params)
+        assert answer.status_code == 200, answer.text
+        seen += [n["name"] for n in answer.json()]
+        following = answer.headers.get("x-next-after")
+        if following is None:
+            break
+        assert following == seen[-1]
+        params["after"] = following
+    assert seen == whole
+    core = client.CoreV1Api(kube)
+    for i in range(3):
+        core.create_namespaced_pod("default", pod_manifest(f"page-{i}", gpus=64))
+    wait_for(lambda: len(server.get("/api/v1/jobs").json()) == 3, what="three jobs listed")
+    first = server.get("/api/v1/jobs", params={"limit": 2})
+    assert [j["name"] for j in first.json()] == ["page-0", "page-1"]
+    rest = server.get("/api/v1/jobs", params={"limit": 2, "after": first.headers["x-next-after"]})
+    assert [j["name"] for j in rest.json()] == ["page-2"] and "x-next-after" not in rest.headers
+    for bad in ({"limit": 0}, {"limit": 10_000}):
+        refused = server.get("/api/v1/nodes", params=bad)
+        assert refused.status_code == 422
+        assert refused.headers["content-type"].startswith("application/problem+json")

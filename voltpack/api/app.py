@@ -4,9 +4,9 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
@@ -34,6 +34,30 @@ from voltpack.store import AuditEntry, DecisionPage
 
 API_PREFIX = "/api/v1"
 MAX_PAGE = 1000
+PAGE_LIMIT = "at most this many items, sorted by key (default: all)"
+PAGE_AFTER = "only items whose key sorts after this one (the previous page's X-Next-After)"
+NEXT_AFTER_HEADER = "X-Next-After"
+
+Item = TypeVar("Item")
+
+
+def page_by_key(
+    items: list[Item],
+    key: Callable[[Item], str],
+    limit: int | None,
+    after: str | None,
+    response: Response,
+) -> list[Item]:
+    """Keyset pagination of an in-memory list: items sorted by key, those after `after`, at
+    most `limit`; when more remain, the last key returned goes into `X-Next-After`."""
+    ordered = sorted(items, key=key)
+    if after is not None:
+        ordered = [item for item in ordered if key(item) > after]
+    if limit is None or len(ordered) <= limit:
+        return ordered
+    page = ordered[:limit]
+    response.headers[NEXT_AFTER_HEADER] = key(page[-1])
+    return page
 
 
 @dataclass
@@ -203,10 +227,16 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         return summary
 
     @app.get(f"{API_PREFIX}/nodes", response_model=list[NodeView], tags=["cluster"])
-    def nodes(_: Annotated[Principal, Depends(require("get"))]) -> list[NodeView]:
-        """Every node with its GPUs' health, allocation and power."""
+    def nodes(
+        _: Annotated[Principal, Depends(require("get"))],
+        response: Response,
+        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=PAGE_LIMIT)] = None,
+        after: Annotated[str | None, Query(max_length=512, description=PAGE_AFTER)] = None,
+    ) -> list[NodeView]:
+        """Nodes (by name) with their GPUs' health, allocation and power; all of them unless
+        `limit` is given, in which case `X-Next-After` names where the next page starts."""
         found: list[NodeView] = read(deps.cluster.nodes)
-        return found
+        return page_by_key(found, lambda n: n.name, limit, after, response)
 
     @app.get(f"{API_PREFIX}/nodes/{{name}}", response_model=NodeView, tags=["cluster"])
     def node(name: str, _: Annotated[Principal, Depends(require("get"))]) -> NodeView:
@@ -222,16 +252,20 @@ def create_app(deps: ApiDependencies) -> FastAPI:
     @app.get(f"{API_PREFIX}/jobs", response_model=list[JobView], tags=["workloads"])
     def jobs(
         _: Annotated[Principal, Depends(require("get"))],
+        response: Response,
         pending: Annotated[bool | None, Query(description="only pending (true) or not")] = None,
         queue: Annotated[str | None, Query(max_length=253)] = None,
+        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=PAGE_LIMIT)] = None,
+        after: Annotated[str | None, Query(max_length=512, description=PAGE_AFTER)] = None,
     ) -> list[JobView]:
-        """Jobs and pod groups with their placement, or why they are pending."""
+        """Jobs and pod groups (by namespace/name) with their placement, or why they are
+        pending; all of them unless `limit` is given (then `X-Next-After` names the next page)."""
         found: list[JobView] = read(deps.cluster.jobs)
         if pending is not None:
             found = [j for j in found if (j.pending_reason is not None) == pending]
         if queue is not None:
             found = [j for j in found if j.queue == queue]
-        return found
+        return page_by_key(found, lambda j: f"{j.namespace}/{j.name}", limit, after, response)
 
     @app.get(
         f"{API_PREFIX}/jobs/{{namespace}}/{{name}}", response_model=JobView, tags=["workloads"]
