@@ -72,9 +72,10 @@ def test_the_allocation_is_solved_per_round_or_when_the_jobs_change() -> None:
     assert not state.cycle(jobs, [], CAPACITY, NODE_MODELS, 50.0).solved
     both = [*jobs, gpujob("b", RECOMMENDATION)]
     assert state.cycle(both, [], CAPACITY, NODE_MODELS, 60.0).solved  # an arrival
-    assert not state.cycle(both, [], CAPACITY, NODE_MODELS, 100.0).solved
-    assert state.cycle(both, [], CAPACITY, NODE_MODELS, 160.0).solved  # a round later
+    assert state.cycle(both, [], CAPACITY, NODE_MODELS, 100.0).solved  # the next round
+    assert not state.cycle(both, [], CAPACITY, NODE_MODELS, 160.0).solved
     assert state.cycle(jobs, [], CAPACITY, NODE_MODELS, 161.0).solved  # a completion
+    assert state.clock.round_index == 2
 
 
 def test_a_report_refines_the_table_once_per_value_on_the_running_model() -> None:

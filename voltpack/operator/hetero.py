@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,12 @@ from pydantic import ValidationError
 
 from voltpack.model.errors import PolicyError, TraceFormatError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
-from voltpack.operator.jobs import JOB_LABEL
+from voltpack.operator.training_rounds import (
+    ServiceClock,
+    Workers,
+    gpus_held_by_others,
+    workers_by_job,
+)
 from voltpack.perf.throughput_table import ThroughputTable, load_gavel_throughputs
 from voltpack.policies.hetero.model_choice import (
     ModelAllocation,
@@ -38,6 +43,7 @@ from voltpack.policies.hetero.model_choice import (
 )
 from voltpack.policies.hetero.registry import AllocationPolicy, make_allocation_policy
 from voltpack.policies.schema import AllocationSpec
+from voltpack.scheduler.round_moves import Move, RoundJob, plan_moves
 from voltpack.sim.datasets import data_dir
 
 log = logging.getLogger(__name__)
@@ -72,12 +78,21 @@ class JobWarning:
     message: str
 
 
+@dataclass(frozen=True)
+class PlannedMove:
+    """A move of the round and the workers to preempt for it."""
+
+    move: Move
+    workers: Workers
+
+
 @dataclass
 class HeteroCycle:
     """What one cycle learned: each participating job's model choice, by gang name."""
 
     choices: dict[str, ModelChoice] = field(default_factory=dict)
     warnings: list[JobWarning] = field(default_factory=list)
+    moves: list[PlannedMove] = field(default_factory=list)
     solved: bool = False
     """True when the allocation was recomputed in this cycle."""
 
@@ -107,8 +122,10 @@ class HeteroAllocator:
         self.policy: AllocationPolicy = make_allocation_policy(spec.policy, seed)
         self.table = load_table(spec)
         self.allocation: ModelAllocation | None = None
-        self._solved_at_s: float | None = None
+        self.clock = ServiceClock(spec.round_s)
         self._solved_for: frozenset[str] = frozenset()
+        self._targets: dict[str, str] = {}
+        """Job -> the model a move sends it to: tried first when it is placed again."""
         self._ids: dict[str, int] = {}
         self._applied: dict[str, tuple[str, str, str]] = {}
         self._warned: dict[tuple[str, str], str] = {}
@@ -121,11 +138,13 @@ class HeteroAllocator:
         node_models: Mapping[str, str],
         now_s: float,
     ) -> HeteroCycle:
-        """Read the annotations, refine the table, re-solve when due; the choices by gang."""
+        """Read the annotations, refine the table, re-solve when due, plan the round's moves."""
         result = HeteroCycle()
+        pods = list(pods)
         capacity = {m: int(n) for m, n in capacity_gpus.items() if int(n) > 0}
-        running_on = _running_models(pods, node_models)
+        workers = workers_by_job(pods, node_models)
         jobs: list[TrainingJob] = []
+        specs: dict[str, GpuJobSpec] = {}
         seen: set[str] = set()
         for job in sorted(gpujobs, key=lambda j: (_created_s(j) or 0.0, _key(j))):
             key = _key(job)
@@ -134,28 +153,97 @@ class HeteroAllocator:
             if (job.get("status") or {}).get("phase") in TERMINAL_JOB_PHASES:
                 continue
             seen.add(key)
-            training = self._training_job(job, key, capacity, running_on.get(key), now_s, result)
-            if training is not None:
-                jobs.append(training)
+            running = workers.get(key)
+            found = self._training_job(
+                job, key, capacity, running.model if running else None, now_s, result
+            )
+            if found is not None:
+                jobs.append(found[0])
+                specs[key] = found[1]
         self._forget_except(seen)
         names = frozenset(job.name for job in jobs)
-        due = (
-            self.allocation is None
-            or names != self._solved_for
-            or self._solved_at_s is None
-            or now_s - self._solved_at_s >= self.spec.round_s
-        )
-        if due:
+        running_on = {
+            name: model
+            for name in names
+            if (model := _running_model(workers.get(name), specs[name])) is not None
+        }
+        self.clock.account(now_s, running_on)
+        changed = names != self._solved_for or self.allocation is None
+        boundary = self.clock.boundary(now_s)
+        if changed or boundary:
             self.allocation = allocate_models(self.policy, self.table, jobs, capacity)
-            self._solved_at_s, self._solved_for = now_s, names
+            self._solved_for = names
             result.solved = True
+            if changed:
+                self.clock.reset(names, self.allocation.gpu_models)
+                self._targets = {k: v for k, v in self._targets.items() if k in names}
             log.info(
-                "allocation %s solved for %d training jobs on %s",
-                self.policy.name, len(jobs), capacity,
+                "allocation %s solved for %d training jobs on %s (round %d)",
+                self.policy.name, len(jobs), capacity, self.clock.round_index,
             )  # fmt: skip
         assert self.allocation is not None
-        result.choices = {n: c for n, c in self.allocation.choices.items() if n in names}
+        if boundary:
+            result.moves = self._plan_moves(jobs, specs, workers, running_on, pods, capacity,
+                                            node_models, now_s)  # fmt: skip
+        for name in list(self._targets):
+            if name in running_on:
+                del self._targets[name]  # arrived where it was moved to (or placed anew)
+        result.choices = {
+            n: _first(c, self._targets.get(n))
+            for n, c in self.allocation.choices.items()
+            if n in names
+        }
         return result
+
+    def _plan_moves(
+        self,
+        jobs: list[TrainingJob],
+        specs: Mapping[str, GpuJobSpec],
+        workers: Mapping[str, Workers],
+        running_on: Mapping[str, str],
+        pods: list[dict[str, Any]],
+        capacity: Mapping[str, int],
+        node_models: Mapping[str, str],
+        now_s: float,
+    ) -> list[PlannedMove]:
+        assert self.allocation is not None
+        held = gpus_held_by_others(pods, node_models, running_on)
+        free_for_jobs = {m: max(n - held.get(m, 0), 0) for m, n in capacity.items()}
+        round_jobs = []
+        for job in jobs:
+            choice = self.allocation.choices.get(job.name)
+            if choice is None:
+                continue
+            running = workers.get(job.name)
+            started = running.started_s if running else None
+            movable = (
+                specs[job.name].preemptible
+                and job.name in running_on
+                and started is not None
+                and now_s - started >= self.spec.min_runtime_s
+            )
+            round_jobs.append(
+                RoundJob(
+                    name=job.name,
+                    gpus=job.gpus,
+                    choice=choice,
+                    running_model=running_on.get(job.name),
+                    movable=movable,
+                    job_time_s=self.clock.job_time_s.get(job.name),
+                )
+            )
+        moves = plan_moves(
+            round_jobs,
+            free_for_jobs,
+            self.clock.model_time_s,
+            round_index=self.clock.round_index,
+            round_s=self.spec.round_s,
+            restart_cost_s=self.spec.restart_cost_s,
+        )
+        for move in moves:
+            self._targets[move.job] = move.to_model
+            log.info("%s", move.reason)
+        return [PlannedMove(move, workers[move.job]) for move in moves]
 
     def _training_job(
         self,
@@ -165,7 +253,7 @@ class HeteroAllocator:
         running_model: str | None,
         now_s: float,
         result: HeteroCycle,
-    ) -> TrainingJob | None:
+    ) -> tuple[TrainingJob, GpuJobSpec] | None:
         annotations = job["metadata"].get("annotations") or {}
         job_type = (annotations.get(JOB_TYPE_ANNOTATION) or "").strip()
         if not job_type:
@@ -192,7 +280,7 @@ class HeteroAllocator:
         if key not in self._ids:
             self._ids[key] = max(self._ids.values(), default=-1) + 1
         created = _created_s(job)
-        return TrainingJob(
+        training = TrainingJob(
             job_id=self._ids[key],
             name=key,
             job_type=job_type,
@@ -200,6 +288,7 @@ class HeteroAllocator:
             accepted_models=accepted,
             age_s=max(now_s - created, 0.0) if created is not None else 0.0,
         )
+        return training, spec
 
     def _observe(
         self,
@@ -267,18 +356,15 @@ def _key(job: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', 'default')}/{meta['name']}"
 
 
-def _running_models(
-    pods: Iterable[dict[str, Any]], node_models: Mapping[str, str]
-) -> dict[str, str]:
-    """GPUJob key -> the GPU model its bound workers run on (when they all run on one)."""
-    models: dict[str, set[str]] = {}
-    for pod in pods:
-        meta = pod["metadata"]
-        job = (meta.get("labels") or {}).get(JOB_LABEL)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not job or not node or (pod.get("status") or {}).get("phase") in TERMINAL_JOB_PHASES:
-            continue
-        model = node_models.get(node)
-        if model is not None:
-            models.setdefault(f"{meta.get('namespace', 'default')}/{job}", set()).add(model)
-    return {key: next(iter(found)) for key, found in models.items() if len(found) == 1}
+def _running_model(workers: Workers | None, spec: GpuJobSpec) -> str | None:
+    """The model a job runs on when all its workers are bound there and none is leaving."""
+    if workers is None or workers.leaving or workers.bound < spec.workers:
+        return None
+    return workers.model
+
+
+def _first(choice: ModelChoice, model: str | None) -> ModelChoice:
+    """`choice` with `model` tried first (where a move sends the job)."""
+    if model is None or model not in choice.models or choice.models[0] == model:
+        return choice
+    return replace(choice, models=(model, *(m for m in choice.models if m != model)))

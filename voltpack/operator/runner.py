@@ -44,6 +44,7 @@ from voltpack.operator.metrics import (
 from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
+from voltpack.operator.training_rounds import carry_out_move
 from voltpack.operator.translate import pod_from_k8s
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
@@ -90,6 +91,8 @@ class OperatorStats:
     bound: int = 0
     bind_failures: int = 0
     evicted_gangs: int = 0
+    moved_jobs: int = 0
+    """Training jobs preempted at a round boundary to run on another GPU model."""
     events: int = 0
     failed_cycles: int = 0
     last_plan: CyclePlan | None = field(default=None, repr=False)
@@ -361,6 +364,9 @@ class Operator:
         for warning in hetero.warnings:
             record_event(self.core, warning.job, warning.reason, warning.message)
             self.stats.events += 1
+        for planned in hetero.moves:
+            carry_out_move(self.core, planned.move, planned.workers)
+            self.stats.moved_jobs += 1
         self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced)
         if self.job_history is not None:
             self.job_history.observe(gpujobs)
