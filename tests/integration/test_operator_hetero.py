@@ -8,6 +8,7 @@ that lands on the V100 node got there because of the allocation.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import TIME_FACTOR, wait_for
+from tests.integration.conftest import wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.crds import install_crds
@@ -45,7 +46,8 @@ spec:
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    config = EmulatorConfig(time_factor=TIME_FACTOR, bookmark_interval_s=3600)
+    # real time: a job's runtime (minimum runtime before a move) is read from its pods' startTime
+    config = EmulatorConfig(time_factor=1.0, bookmark_interval_s=3600)
     with running_emulator(nodes=NODES, config=config) as running:
         yield running
 
@@ -93,10 +95,10 @@ class Driver:
 
 
 @contextmanager
-def driven_operator(emulator: RunningEmulator) -> Iterator[Driver]:
+def driven_operator(emulator: RunningEmulator, policy: str = POLICY) -> Iterator[Driver]:
     api = client.ApiClient(client.Configuration(host=emulator.url))
     config = OperatorConfig(
-        policy=parse_policy(POLICY),
+        policy=parse_policy(policy),
         identity="op-h",
         namespace=LEASE_NAMESPACE,
         lease_duration_s=30,
@@ -184,8 +186,10 @@ def test_each_job_type_lands_on_its_fast_model_and_the_job_says_why(
         plan = driver.cycle()
         reasons = {d.subject: d.reason for d in plan.decisions if d.placed}
         driver.sees_bound("resnet", 2)
+        why = "V100M16 (allocation 1.00, 9.5x the throughput of K80)"
         driver.run_until(
-            lambda: scheduled_condition(custom, "resnet") is not None, "resnet's status"
+            lambda: why in (scheduled_condition(custom, "resnet") or {}).get("message", ""),
+            "resnet's Scheduled condition with the reason",
         )
     # ResNet-18 runs faster on a V100, the recommendation model on a K80
     assert nodes_of(core, "resnet") == {"gpu-v100-0"}
@@ -193,7 +197,6 @@ def test_each_job_type_lands_on_its_fast_model_and_the_job_says_why(
     assert len(nodes_of(core, "plain")) == 1
     # Gavel's table, 2 workers: ResNet-18 15.9 steps/s on a V100, 1.7 on a K80; the
     # recommendation model (measured on 1 GPU, 20.0 vs 13.3, scaled alike) 1.5x on a K80
-    why = "V100M16 (allocation 1.00, 9.5x the throughput of K80)"
     assert reasons["default/resnet"].startswith(f"job default/resnet: {why}")
     assert reasons["default/rec"].startswith("job default/rec: K80 (allocation 1.00, 1.5x")
     assert "allocation" not in reasons["default/plain"]
@@ -262,3 +265,54 @@ def test_a_malformed_annotation_gets_a_warning_and_the_job_is_still_scheduled(
     assert len(unknown) == 1
     assert "annotation voltpack.io/job-type: 'Quantum GAN'" in unknown[0].message
     assert nodes_of(core, "odd")  # scheduled without heterogeneity awareness
+
+
+def worker_uid(core: client.CoreV1Api, job: str) -> str:
+    return core.read_namespaced_pod(f"{job}-worker-0", "default").metadata.uid  # type: ignore[no-any-return]
+
+
+def test_a_preemptible_job_is_moved_at_a_round_boundary_and_recreated(
+    emulator: RunningEmulator, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    # short rounds; a job may move as soon as it runs
+    policy = POLICY.replace("round_s: 3600, min_runtime_s: 0", "round_s: 0.2, min_runtime_s: 0")
+    # the K80s are taken, so both recommendation jobs start on the V100 (their slower model)
+    create_job(custom, training_job("hold", 4, None, gpuModels=["K80"]))
+    create_job(custom, training_job("mover", 1, RECOMMENDATION, preemptible=True))
+    create_job(custom, training_job("stayer", 1, RECOMMENDATION))
+    with driven_operator(emulator, policy) as driver:
+        driver.sees("the jobs", lambda: len(driver.operator.jobs.items()) == 3)
+        driver.cycle()
+        driver.sees_workers("hold", 4)
+        driver.sees_workers("mover", 1)
+        driver.sees_workers("stayer", 1)
+        plan = driver.cycle()
+        driver.sees_bound("mover", 1)
+        driver.sees_bound("stayer", 1)
+        first = {d.subject: d.reason for d in plan.decisions}
+        assert nodes_of(core, "mover") == {"gpu-v100-0"}
+        assert "K80 had no room for the whole gang now" in first["default/mover"]
+        before = {job: worker_uid(core, job) for job in ("mover", "stayer")}
+        # the K80s free up: at the next round boundary the mover goes where it runs faster
+        custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", "hold")
+        driver.run_until(
+            lambda: nodes_of(core, "mover") == {"gpu-k80-0"}, "the mover on the K80 node"
+        )
+    assert worker_uid(core, "mover") != before["mover"]  # preempted and recreated
+    assert worker_uid(core, "stayer") == before["stayer"]  # not preemptible: placed once
+    assert nodes_of(core, "stayer") == {"gpu-v100-0"}
+    assert driver.operator.stats.moved_jobs == 1
+    preempted = job_events(core, "mover", "Preempted")
+    assert len(preempted) == 1
+    assert re.match(
+        r"round \d+: job default/mover moves from V100M16 to K80 \(allocation 1\.00 on K80, "
+        r"0\.00 on V100M16; 1\.5x the throughput, worth the 0 s restart\)$",
+        preempted[0].message,
+    ), preempted[0].message
+    pod_events = [
+        e
+        for e in core.list_namespaced_event("default").items
+        if e.reason == "Preempted" and e.involved_object.name == "mover-worker-0"
+    ]
+    assert [e.message for e in pod_events] == [preempted[0].message]
+    assert job_events(core, "stayer", "Preempted") == []

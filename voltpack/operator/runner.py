@@ -45,7 +45,7 @@ from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.training_rounds import carry_out_move
-from voltpack.operator.translate import pod_from_k8s
+from voltpack.operator.translate import pod_from_k8s, pod_key
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
@@ -404,7 +404,9 @@ class Operator:
                     continue
                 self.stats.bound += 1
                 self._last_event.pop(placement.pod, None)
-                self._assume_bound(by_key.get(placement.pod), placement.node, placement.gpu_indices)
+                self._assume_bound(
+                    by_key.get(placement.pod), placement.node, placement.gpu_indices, annotations
+                )
         for key, reason in plan.unplaced.items():
             pod = by_key.get(key)
             if pod is not None and self._last_event.get(key) != reason:
@@ -450,11 +452,26 @@ class Operator:
                     pending_created.append(created)
         return cluster_figures(snapshot, workload, pending_created, now_s(), duration_s)
 
-    def _assume_bound(self, pod: dict[str, Any] | None, node: str, gpus: tuple[int, ...]) -> None:
+    def _assume_bound(
+        self,
+        pod: dict[str, Any] | None,
+        node: str,
+        gpus: tuple[int, ...],
+        written: dict[str, str] | None = None,
+    ) -> None:
+        """The pod in the cache as the binding made it (node, GPUs, `written` annotations).
+
+        Not when the watch has already reported the pod bound: that version is newer than
+        the one the cycle started from (e.g. already Running, with its startTime).
+        """
         if pod is None:
+            return
+        cached = self.pods.get(pod_key(pod))
+        if cached is not None and (cached.get("spec") or {}).get("nodeName"):
             return
         pod.setdefault("spec", {})["nodeName"] = node
         annotations = pod["metadata"].setdefault("annotations", {}) or {}
+        annotations.update(written or {})
         annotations[GPU_INDICES_ANNOTATION] = ",".join(str(g) for g in gpus)
         pod["metadata"]["annotations"] = annotations
         self.pods.assume(pod)

@@ -119,7 +119,8 @@ def allocate_models(
     allocation: FloatArray = policy.allocate(problem)
     choices = {}
     for row, job in enumerate(jobs):
-        shares = {m: float(allocation[row, col]) for col, m in enumerate(models)}
+        # + 0.0 turns the solver's -0.0 into 0.0 (reasons print '0.00')
+        shares = {m: float(allocation[row, col]) + 0.0 for col, m in enumerate(models)}
         runnable = [m for m in models if m in rates[row] and problem.runnable[row, models.index(m)]]
         order = sorted(runnable, key=lambda m: (-round(shares[m], 6), -rates[row][m], m))
         choices[job.name] = ModelChoice(
