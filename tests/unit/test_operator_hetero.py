@@ -127,3 +127,47 @@ def test_a_throughput_file_that_cannot_be_read_names_the_field(tmp_path: Path) -
     spec = AllocationSpec(policy="fifo_perf", throughputs=str(tmp_path / "none.json"))
     with pytest.raises(PolicyError, match=r"field spec\.allocation\.throughputs: .*none\.json"):
         HeteroAllocator(spec)
+
+
+def started_worker(job: str, node: str, start: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    pod = worker(job, node)
+    pod["status"]["startTime"] = start
+    return pod
+
+
+def test_at_a_round_boundary_a_preemptible_job_past_its_runtime_moves() -> None:
+    spec = AllocationSpec(policy="max_min_fairness_perf", round_s=100.0, min_runtime_s=600.0)
+    state = HeteroAllocator(spec)
+    jobs = [
+        gpujob("mover", RECOMMENDATION, preemptible=True),
+        gpujob("pinned", RECOMMENDATION),
+        gpujob("young", RECOMMENDATION, preemptible=True),
+    ]
+    pods = [
+        started_worker("mover", "v100-node"),
+        started_worker("pinned", "v100-node"),
+        started_worker("young", "v100-node", "2026-01-01T00:55:00Z"),
+    ]
+    now = 1767225600.0 + 3600  # 2026-01-01T01:00:00Z: mover ran 1 h, young 5 min
+    first = state.cycle(jobs, pods, CAPACITY, NODE_MODELS, now)
+    assert [(p.move.job, p.move.to_model) for p in first.moves] == [("d/mover", "K80")]
+    assert first.moves[0].move.reason.startswith("round 1: job d/mover moves from V100M16 to K80")
+    assert [p["metadata"]["name"] for p in first.moves[0].workers.pods] == ["mover-worker-0"]
+    # within the round nothing moves again, and the mover, now pending, tries the K80 first
+    between = state.cycle(jobs, pods[1:], CAPACITY, NODE_MODELS, now + 10)
+    assert between.moves == []
+    assert between.choices["d/mover"].models[0] == "K80"
+
+
+def test_gpus_of_other_pods_leave_no_room_for_a_move() -> None:
+    spec = AllocationSpec(policy="max_min_fairness_perf", round_s=100.0, min_runtime_s=0.0)
+    state = HeteroAllocator(spec)
+    jobs = [gpujob("mover", RECOMMENDATION, preemptible=True)]
+    other = worker("other", "k80-node")  # a pod of no training job holding all 4 K80s
+    other["metadata"]["labels"] = {}
+    other["spec"]["containers"] = [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]
+    pods = [started_worker("mover", "v100-node"), other]
+    now = 1767225600.0 + 3600
+    assert state.cycle(jobs, pods, CAPACITY, NODE_MODELS, now).moves == []
+    alone = HeteroAllocator(spec).cycle(jobs, pods[:1], CAPACITY, NODE_MODELS, now)
+    assert [p.move.to_model for p in alone.moves] == ["K80"]

@@ -182,12 +182,12 @@ class HeteroAllocator:
                 self.policy.name, len(jobs), capacity, self.clock.round_index,
             )  # fmt: skip
         assert self.allocation is not None
+        # a moved job that runs again (where it was sent, or elsewhere) has arrived
+        self._targets = {k: v for k, v in self._targets.items() if k not in running_on}
         if boundary:
-            result.moves = self._plan_moves(jobs, specs, workers, running_on, pods, capacity,
-                                            node_models, now_s)  # fmt: skip
-        for name in list(self._targets):
-            if name in running_on:
-                del self._targets[name]  # arrived where it was moved to (or placed anew)
+            held = gpus_held_by_others(pods, node_models, running_on)
+            free = {m: max(n - held.get(m, 0), 0) for m, n in capacity.items()}
+            result.moves = self._plan_moves(jobs, specs, workers, running_on, free, now_s)
         result.choices = {
             n: _first(c, self._targets.get(n))
             for n, c in self.allocation.choices.items()
@@ -201,14 +201,11 @@ class HeteroAllocator:
         specs: Mapping[str, GpuJobSpec],
         workers: Mapping[str, Workers],
         running_on: Mapping[str, str],
-        pods: list[dict[str, Any]],
-        capacity: Mapping[str, int],
-        node_models: Mapping[str, str],
+        free_for_jobs: Mapping[str, int],
         now_s: float,
     ) -> list[PlannedMove]:
+        """The round's moves; `free_for_jobs`: GPUs per model not held by other pods."""
         assert self.allocation is not None
-        held = gpus_held_by_others(pods, node_models, running_on)
-        free_for_jobs = {m: max(n - held.get(m, 0), 0) for m, n in capacity.items()}
         round_jobs = []
         for job in jobs:
             choice = self.allocation.choices.get(job.name)
