@@ -171,3 +171,15 @@ def test_gpus_of_other_pods_leave_no_room_for_a_move() -> None:
     assert state.cycle(jobs, pods, CAPACITY, NODE_MODELS, now).moves == []
     alone = HeteroAllocator(spec).cycle(jobs, pods[:1], CAPACITY, NODE_MODELS, now)
     assert [p.move.to_model for p in alone.moves] == ["K80"]
+
+
+def test_the_shipped_table_is_found_through_the_data_dir_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOLTPACK_DATA_DIR", str(tmp_path))
+    (tmp_path / "gavel").mkdir()
+    (tmp_path / "gavel" / "simulation_throughputs.json").write_text(
+        '{"k80": {"(\'A3C\', 1)": {"null": 2.0}}}', encoding="utf-8"
+    )
+    state = HeteroAllocator(AllocationSpec(policy="fifo_perf"))
+    assert state.table.job_types == ("A3C",)

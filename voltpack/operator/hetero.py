@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -26,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from voltpack.model.errors import PolicyError, TraceFormatError, VoltpackError
+from voltpack.model.errors import PolicyError, TraceFormatError
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
 from voltpack.operator.training_rounds import (
     ServiceClock,
@@ -44,7 +45,7 @@ from voltpack.policies.hetero.model_choice import (
 from voltpack.policies.hetero.registry import AllocationPolicy, make_allocation_policy
 from voltpack.policies.schema import AllocationSpec
 from voltpack.scheduler.round_moves import Move, RoundJob, plan_moves
-from voltpack.sim.datasets import data_dir
+from voltpack.sim.datasets import DATA_DIR_ENV
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +57,32 @@ TERMINAL_JOB_PHASES = ("Succeeded", "Failed")
 
 
 def default_throughputs_path() -> Path:
-    """The Gavel table shipped in `data/gavel/`."""
-    return data_dir() / "gavel" / "simulation_throughputs.json"
+    """The Gavel table shipped in `data/gavel/` (`$VOLTPACK_DATA_DIR`, or beside the source).
+
+    Raises PolicyError naming `spec.allocation.throughputs` when this installation has no
+    `data/` folder with it (the container image ships none: mount it, or name a file).
+    """
+    relative = Path("gavel") / "simulation_throughputs.json"
+    candidates = []
+    if os.environ.get(DATA_DIR_ENV):
+        candidates.append(Path(os.environ[DATA_DIR_ENV]) / relative)
+    candidates.append(Path(__file__).resolve().parents[2] / "data" / relative)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise PolicyError(
+        f"field spec.allocation.throughputs: not set, and the shipped Gavel table is not in "
+        f"this installation (looked for {', '.join(map(str, candidates))}); name a "
+        f"Gavel-format throughput file, or set {DATA_DIR_ENV} to a folder with {relative}"
+    )
 
 
 def load_table(spec: AllocationSpec) -> ThroughputTable:
     """The throughput table the policy file names; PolicyError naming the field if unusable."""
+    path = Path(spec.throughputs) if spec.throughputs else default_throughputs_path()
     try:
-        path = Path(spec.throughputs) if spec.throughputs else default_throughputs_path()
         return load_gavel_throughputs(path)
-    except (TraceFormatError, VoltpackError) as exc:
+    except TraceFormatError as exc:
         raise PolicyError(f"field spec.allocation.throughputs: {exc}") from None
 
 
