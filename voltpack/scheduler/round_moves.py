@@ -94,7 +94,7 @@ def plan_moves(
         if not job.movable or current is None or target is None or target == current:
             continue
         others = [jobs[r] for r, m in next_model.items() if m == current and r != row]
-        needed = sum(j.gpus for j in others) + job.gpus > capacity_gpus[current]
+        needed = sum(j.gpus for j in others) + job.gpus > capacity_gpus.get(current, 0)
         rate_now = job.choice.rates_steps_per_s.get(current, 0.0)
         rate_new = job.choice.rates_steps_per_s.get(target, 0.0)
         faster = rate_new * (round_s - restart_cost_s) > rate_now * round_s
