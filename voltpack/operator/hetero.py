@@ -45,7 +45,6 @@ from voltpack.policies.hetero.model_choice import (
 from voltpack.policies.hetero.registry import AllocationPolicy, make_allocation_policy
 from voltpack.policies.schema import AllocationSpec
 from voltpack.scheduler.round_moves import Move, RoundJob, plan_moves
-from voltpack.sim.datasets import DATA_DIR_ENV
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +53,8 @@ JOB_TYPE_ANNOTATION = "voltpack.io/job-type"
 MEASURED_THROUGHPUT_ANNOTATION = "voltpack.io/measured-steps-per-second"
 """On a GPUJob: the training steps per second the running job measures (written by the job)."""
 TERMINAL_JOB_PHASES = ("Succeeded", "Failed")
+DATA_DIR_ENV = "VOLTPACK_DATA_DIR"
+"""The data folder setting (the simulator's too; the operator does not import the simulator)."""
 
 
 def default_throughputs_path() -> Path:
