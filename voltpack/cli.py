@@ -286,9 +286,11 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file"
         err_console.print(f"[red]invalid:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     power = policy.spec.power
+    allocation = policy.spec.allocation.policy or "off"
     console.print(
         f"{file}: valid ({policy.api_version}, strategy {policy.spec.scoring.strategy}, "
-        f"power policy {power.policy}, {len(power.domains)} power domains in the file)"
+        f"power policy {power.policy}, {len(power.domains)} power domains in the file, "
+        f"training allocation {allocation})"
     )
 
 
@@ -307,7 +309,9 @@ def policy_strategies() -> None:
     for name, summary in ordering_summaries().items():
         ordering.add_row(name, summary)
     console.print(ordering)
-    allocation = Table("training allocation policy (simulate-training)", "definition")
+    allocation = Table(
+        "training allocation policy (spec.allocation.policy, simulate-training)", "definition"
+    )
     for name, summary in allocation_policy_summaries().items():
         allocation.add_row(name, summary)
     console.print(allocation)

@@ -165,6 +165,12 @@ def test_policy_validate(tmp_path: Path) -> None:
     assert "spec" in result.stderr
 
 
+def test_policy_validate_accepts_the_hetero_example_and_names_its_allocation() -> None:
+    good = voltpack("policy", "validate", str(EXAMPLES / "fgd-hetero.yaml"))
+    assert good.returncode == 0, good.stderr
+    assert "training allocation max_min_fairness_perf" in good.stdout
+
+
 def test_policy_strategies_lists_every_strategy() -> None:
     result = voltpack("policy", "strategies")
     assert result.returncode == 0

@@ -219,3 +219,54 @@ def test_bad_power_sections_name_the_field(power: str, message: str) -> None:
 def test_late_must_come_before_stale() -> None:
     with pytest.raises(PolicyError, match="late_after_s must be below stale_after_s"):
         parse_policy(POWER_HEADER + "    late_after_s: 20\n    stale_after_s: 10\n")
+
+
+ALLOCATION_HEADER = (
+    "apiVersion: voltpack.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: p}\n"
+    "spec:\n  scoring: {strategy: best-fit}\n  allocation:\n"
+)
+
+
+def test_allocation_is_off_by_default() -> None:
+    allocation = parse_policy(VALID).spec.allocation
+    assert allocation.policy is None
+    assert not allocation.enabled
+    assert allocation.throughputs is None
+
+
+def test_allocation_section_with_defaults() -> None:
+    allocation = parse_policy(
+        ALLOCATION_HEADER + "    policy: max_min_fairness_perf\n"
+    ).spec.allocation
+    assert allocation.enabled
+    assert allocation.policy == "max_min_fairness_perf"
+    assert allocation.round_s == 360.0
+    assert allocation.restart_cost_s == 0.0
+    assert allocation.min_runtime_s == 600.0
+
+
+def test_hetero_example_turns_allocation_on() -> None:
+    allocation = load_policy(EXAMPLES[0].parent / "fgd-hetero.yaml").spec.allocation
+    assert allocation.policy == "max_min_fairness_perf"
+    assert allocation.throughputs is None
+
+
+@pytest.mark.parametrize(
+    ("allocation", "message"),
+    [
+        ("    policy: fastest\n", "spec.allocation.policy: value 'fastest' is not allowed"),
+        ("    policy: fifo_perf\n    round_s: 0\n", "spec.allocation.round_s"),
+        ("    restart_cost_s: -1\n", "spec.allocation.restart_cost_s"),
+        ("    min_runtime_s: -5\n", "spec.allocation.min_runtime_s"),
+        ("    rounds: 3\n", "spec.allocation.rounds is not a known field"),
+        ("    throughputs: [a, b]\n", "spec.allocation.throughputs"),
+    ],
+)
+def test_bad_allocation_sections_name_the_field(allocation: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        parse_policy(ALLOCATION_HEADER + allocation)
+
+
+def test_unknown_allocation_policy_lists_the_allowed_ones() -> None:
+    rest = policy_error(ALLOCATION_HEADER + "    policy: fastest\n")
+    assert "max_min_fairness_perf" in rest and "shortest_remaining_perf" in rest

@@ -24,7 +24,10 @@ def _split(key: str) -> tuple[str, str]:
 
 
 def bind_gang(
-    core: CoreV1Api, placements: Sequence[Placement], uids: dict[str, str] | None = None
+    core: CoreV1Api,
+    placements: Sequence[Placement],
+    uids: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Bind every pod of a gang; return the failures by pod.
 
@@ -33,7 +36,7 @@ def bind_gang(
     without its GPUs recorded. With `uids`, a pod deleted and re-created under the same name
     since the snapshot is not bound (UID precondition). A binding that fails after others of
     the gang succeeded (the pod was deleted or bound elsewhere meanwhile) is reported; the next
-    cycle sees the cluster as it is.
+    cycle sees the cluster as it is. `annotations` are written on every pod with the binding.
     """
     failures: dict[str, str] = {}
     for placement in placements:
@@ -42,7 +45,8 @@ def bind_gang(
             "name": name,
             "namespace": namespace,
             "annotations": {
-                GPU_INDICES_ANNOTATION: ",".join(str(g) for g in placement.gpu_indices)
+                **(annotations or {}),
+                GPU_INDICES_ANNOTATION: ",".join(str(g) for g in placement.gpu_indices),
             },
         }
         if uids and placement.pod in uids:

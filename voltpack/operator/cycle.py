@@ -10,6 +10,7 @@ from voltpack.model.decision import Decision, Placement
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.operator.cluster_view import PendingWork
 from voltpack.policies.fair_share import FairShareOrdering, QueueOrdering
+from voltpack.policies.hetero.model_choice import ModelChoice
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import Eviction, PreemptionRules, RunningGang
 from voltpack.scheduler.queue_cycle import PendingGang, QueueReport, schedule_queues
@@ -27,6 +28,8 @@ class QueueContext:
     gangs: dict[str, tuple[str, bool]] = field(default_factory=dict)
     """Pending gang name -> (queue, preemptible); absent: the default queue, not preemptible."""
     now_s: float = 0.0
+    model_choices: dict[str, ModelChoice] = field(default_factory=dict)
+    """Gang name -> the allocation's order of GPU models (heterogeneity-aware training)."""
 
 
 @dataclass
@@ -60,7 +63,8 @@ def plan_cycle(
     for arrival, group in enumerate(work.groups):
         queue, preemptible = context.gangs.get(group.name, (DEFAULT_QUEUE, False))
         priority = max(pod.priority for pod in group.pods)
-        pending.append(PendingGang(group, queue, priority, arrival, preemptible))
+        choice = context.model_choices.get(group.name)
+        pending.append(PendingGang(group, queue, priority, arrival, preemptible, choice))
 
     def observe(gang: PendingGang) -> None:
         for pod in gang.group.pods:

@@ -17,6 +17,7 @@ from voltpack.operator.conventions import (
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
     MIN_MEMBERS_ANNOTATION,
+    PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     QUEUE_ANNOTATION,
@@ -86,6 +87,23 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
     }
 
 
+def owning_job(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The GPUJob that owns a worker pod, as an Event's involved object; None if none does."""
+    meta = pod["metadata"]
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("kind") == "GPUJob":
+            return {
+                "apiVersion": owner.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+                "kind": "GPUJob",
+                "metadata": {
+                    "name": owner["name"],
+                    "namespace": meta.get("namespace"),
+                    "uid": owner.get("uid"),
+                },
+            }
+    return None
+
+
 def job_status(
     job: dict[str, Any], workers: list[dict[str, Any]], unplaced: dict[str, str]
 ) -> dict[str, Any]:
@@ -110,11 +128,21 @@ def job_status(
         if (key := f"{meta['namespace']}/{w['metadata']['name']}") in unplaced
     ]
     scheduled = len(bound) == wanted and wanted > 0
+    placed_because = sorted(
+        {
+            text
+            for w in bound
+            if (text := (w["metadata"].get("annotations") or {}).get(PLACEMENT_REASON_ANNOTATION))
+        }
+    )
+    bound_message = f"{len(bound)}/{wanted} bound"
+    if scheduled and placed_because:
+        bound_message += ": " + placed_because[0]
     condition = {
         "type": "Scheduled",
         "status": "True" if scheduled else "False",
         "reason": "AllWorkersBound" if scheduled else "Unschedulable" if reasons else "Waiting",
-        "message": reasons[0] if reasons and not scheduled else f"{len(bound)}/{wanted} bound",
+        "message": reasons[0] if reasons and not scheduled else bound_message,
         "observedGeneration": meta.get("generation"),
     }
     placement = [

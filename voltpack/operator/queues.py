@@ -30,6 +30,7 @@ from voltpack.operator.conventions import (
     QUEUE_ANNOTATION,
     SCHEDULER_NAME,
 )
+from voltpack.operator.jobs import owning_job
 from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.operator.power_objects import rfc3339
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
@@ -168,17 +169,9 @@ class QueueWriter:
                 continue
             meta = pod["metadata"]
             record_event(self.core, pod, "Preempted", eviction.reason)
-            for owner in meta.get("ownerReferences") or []:
-                if owner.get("kind") == "GPUJob":
-                    owners[owner["name"]] = {
-                        "apiVersion": owner.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
-                        "kind": "GPUJob",
-                        "metadata": {
-                            "name": owner["name"],
-                            "namespace": meta.get("namespace"),
-                            "uid": owner.get("uid"),
-                        },
-                    }
+            owner = owning_job(pod)
+            if owner is not None:
+                owners[owner["metadata"]["name"]] = owner
             try:
                 call_json(
                     self.core.delete_namespaced_pod,

@@ -20,14 +20,19 @@ from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObj
 
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
-from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.operator.binder import bind_gang, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.conventions import GPU_INDICES_ANNOTATION, SCHEDULER_NAME
+from voltpack.operator.conventions import (
+    GPU_INDICES_ANNOTATION,
+    PLACEMENT_REASON_ANNOTATION,
+    SCHEDULER_NAME,
+)
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
+from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.job_history import JobHistoryRecorder
-from voltpack.operator.jobs import JobController
+from voltpack.operator.jobs import JobController, owning_job
 from voltpack.operator.leader import LeaderElector
 from voltpack.operator.metrics import (
     ClusterFigures,
@@ -39,12 +44,14 @@ from voltpack.operator.metrics import (
 from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
-from voltpack.operator.translate import pod_from_k8s
+from voltpack.operator.training_rounds import carry_out_move
+from voltpack.operator.translate import pod_from_k8s, pod_key
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
+from voltpack.scheduler.queue_cycle import snapshot_capacity
 from voltpack.store import BufferedStore, DecisionRecord, RetentionSettings
 
 log = logging.getLogger(__name__)
@@ -84,6 +91,8 @@ class OperatorStats:
     bound: int = 0
     bind_failures: int = 0
     evicted_gangs: int = 0
+    moved_jobs: int = 0
+    """Training jobs preempted at a round boundary to run on another GPU model."""
     events: int = 0
     failed_cycles: int = 0
     last_plan: CyclePlan | None = field(default=None, repr=False)
@@ -160,6 +169,8 @@ class Operator:
             config.policy.spec.scoring.strategy, config.policy.spec.scoring.params
         )
         self.policy = config.policy
+        allocation = config.policy.spec.allocation
+        self.hetero = HeteroAllocator(allocation, config.seed) if allocation.enabled else None
         self.policy_watcher = (
             PolicyWatcher(
                 self.core, config.namespace, config.policy_configmap, config.policy_refresh_s
@@ -279,11 +290,18 @@ class Operator:
             strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
             queueing = policy.spec.queueing
             ordering = make_ordering(queueing.ordering, queueing.params)
+            hetero = self.hetero
+            if policy.spec.allocation != self.policy.spec.allocation:
+                allocation = policy.spec.allocation
+                hetero = (
+                    HeteroAllocator(allocation, self.config.seed) if allocation.enabled else None
+                )
         except VoltpackError as exc:
             log.warning("policy %s refused: %s", policy.metadata.name, exc)
             return
         self.policy = policy
         self._strategy, self._ordering = strategy, ordering
+        self.hetero = hetero
         self._preemption = PreemptionRules(
             queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
         )
@@ -315,13 +333,17 @@ class Operator:
         before = snapshot.copy() if self.metrics is not None else None
         queue_objects = self.queues.items()
         tree = queue_tree(queue_objects)
+        gpujobs = self.jobs.items()
+        now = time.time()
+        hetero = self._hetero_cycle(gpujobs, pods, snapshot, now)
         context = QueueContext(
             tree=tree,
             ordering=self._ordering,
             rules=self._preemption,
             running=running_gangs(pods, snapshot),
             gangs=pending_queues(work, pods),
-            now_s=time.time(),
+            now_s=now,
+            model_choices=hetero.choices,
         )
         plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed, context)
         self.stats.cycles += 1
@@ -339,7 +361,12 @@ class Operator:
             self._figures_due = time.monotonic() + 1.0
         if not self.elector.is_leader():
             return plan
-        gpujobs = self.jobs.items()
+        for warning in hetero.warnings:
+            record_event(self.core, warning.job, warning.reason, warning.message)
+            self.stats.events += 1
+        for planned in hetero.moves:
+            carry_out_move(self.core, planned.move, planned.workers)
+            self.stats.moved_jobs += 1
         self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced)
         if self.job_history is not None:
             self.job_history.observe(gpujobs)
@@ -348,6 +375,12 @@ class Operator:
         for eviction in plan.evictions:
             self.queue_writer.evict(eviction, by_key)
             self.stats.evicted_gangs += 1
+        allocated = {  # pod -> why the allocation chose its model
+            placement.pod: decision.reason
+            for decision in plan.decisions
+            if decision.placed and decision.subject in hetero.choices
+            for placement in decision.placements
+        }
         for gang in plan.gangs:
             if not self.elector.is_leader():
                 break  # lost the Lease while deciding: the new leader decides again
@@ -356,15 +389,24 @@ class Operator:
                 for p in gang
                 if p.pod in by_key and by_key[p.pod]["metadata"].get("uid")
             }
-            failures = bind_gang(self.core, gang, uids)
+            reason = allocated.get(gang[0].pod) if gang else None
+            annotations = {PLACEMENT_REASON_ANNOTATION: reason} if reason else None
+            failures = bind_gang(self.core, gang, uids, annotations)
             self.stats.bind_failures += len(failures)
+            if reason and not failures:
+                job = owning_job(by_key[gang[0].pod]) if gang[0].pod in by_key else None
+                if job is not None:
+                    record_event(self.core, job, "Scheduled", reason, kind="Normal")
+                    self.stats.events += 1
             for placement in gang:
                 if placement.pod in failures:
                     plan.unplaced[placement.pod] = failures[placement.pod]
                     continue
                 self.stats.bound += 1
                 self._last_event.pop(placement.pod, None)
-                self._assume_bound(by_key.get(placement.pod), placement.node, placement.gpu_indices)
+                self._assume_bound(
+                    by_key.get(placement.pod), placement.node, placement.gpu_indices, annotations
+                )
         for key, reason in plan.unplaced.items():
             pod = by_key.get(key)
             if pod is not None and self._last_event.get(key) != reason:
@@ -373,6 +415,23 @@ class Operator:
                 self.stats.events += 1
         self.queue_writer.write_status(tree, plan.queue_reports, queue_objects)
         return plan
+
+    def _hetero_cycle(
+        self,
+        gpujobs: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+        snapshot: ClusterSnapshot,
+        now: float,
+    ) -> HeteroCycle:
+        """The allocation's model choices for training jobs (none when it is off)."""
+        if self.hetero is None:
+            return HeteroCycle()
+        node_models = {
+            name: snapshot.gpu_models[int(model)]
+            for name, model in zip(snapshot.node_names, snapshot.node_gpu_model, strict=True)
+            if model != NO_GPU_MODEL
+        }
+        return self.hetero.cycle(gpujobs, pods, snapshot_capacity(snapshot), node_models, now)
 
     def _figures(
         self, snapshot: ClusterSnapshot, pods: list[dict[str, Any]], duration_s: float
@@ -393,11 +452,26 @@ class Operator:
                     pending_created.append(created)
         return cluster_figures(snapshot, workload, pending_created, now_s(), duration_s)
 
-    def _assume_bound(self, pod: dict[str, Any] | None, node: str, gpus: tuple[int, ...]) -> None:
+    def _assume_bound(
+        self,
+        pod: dict[str, Any] | None,
+        node: str,
+        gpus: tuple[int, ...],
+        written: dict[str, str] | None = None,
+    ) -> None:
+        """The pod in the cache as the binding made it (node, GPUs, `written` annotations).
+
+        Not when the watch has already reported the pod bound: that version is newer than
+        the one the cycle started from (e.g. already Running, with its startTime).
+        """
         if pod is None:
+            return
+        cached = self.pods.get(pod_key(pod))
+        if cached is not None and (cached.get("spec") or {}).get("nodeName"):
             return
         pod.setdefault("spec", {})["nodeName"] = node
         annotations = pod["metadata"].setdefault("annotations", {}) or {}
+        annotations.update(written or {})
         annotations[GPU_INDICES_ANNOTATION] = ",".join(str(g) for g in gpus)
         pod["metadata"]["annotations"] = annotations
         self.pods.assume(pod)

@@ -51,6 +51,27 @@ class ThroughputTable:
         """Every job type with at least one measurement, sorted."""
         return tuple(sorted({job for job, _ in self.steps_per_s}))
 
+    def model_name(self, gpu_model: str) -> str:
+        """The table's name for `gpu_model` (e.g. `v100` for a node labelled `V100M16`).
+
+        A model the table measured under a name the catalog resolves to the same SKU (names and
+        aliases, case-insensitive); otherwise `gpu_model` itself (then estimated by `rate`).
+        """
+        measured = self.gpu_models
+        if gpu_model in measured:
+            return gpu_model
+        try:
+            sku = self.catalog.get(gpu_model).name
+        except CatalogError:
+            return gpu_model
+        for name in measured:
+            try:
+                if self.catalog.get(name).name == sku:
+                    return name
+            except CatalogError:
+                continue
+        return gpu_model
+
     def is_measured(self, job_type: str, gpu_model: str, workers: int) -> bool:
         """True when this cell was measured (or observed online), not estimated."""
         return gpu_model in self.steps_per_s.get((job_type, workers), {})

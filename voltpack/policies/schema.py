@@ -12,6 +12,7 @@ from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
 from voltpack.perf.gpu_power import power_model_for
 from voltpack.policies.fair_share import make_ordering
+from voltpack.policies.hetero.registry import allocation_policy_names
 from voltpack.policies.power.ladder import ActionLadder
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
@@ -103,12 +104,47 @@ class QueueingSpec(_Strict):
     )
 
 
+class AllocationSpec(_Strict):
+    """Heterogeneity-aware training allocation in the operator (docs/hetero.md); off by default.
+
+    With a `policy`, GPUJobs that name their job type (annotation `voltpack.io/job-type`) and
+    accept more than one GPU model get the model the allocation gives them the largest share
+    of; preemptible ones are moved between models at round boundaries.
+    """
+
+    policy: str | None = Field(
+        default=None,
+        description="an allocation-policy name (`voltpack policy strategies`); none: off",
+    )
+    round_s: float = Field(
+        default=360.0, gt=0, description="round length: how often the allocation is acted on"
+    )
+    restart_cost_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="time a job loses when moved (checkpoint and restart); a move must gain more",
+    )
+    min_runtime_s: float = Field(
+        default=600.0, ge=0, description="a job runs at least this long before it is moved"
+    )
+    throughputs: str | None = Field(
+        default=None,
+        description="Gavel-format throughput file; none: the shipped Gavel table",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        """True when an allocation policy is named."""
+        return self.policy is not None
+
+
 class PolicySpec(_Strict):
     """What the policy asks the scheduler and the power manager to do."""
 
     scoring: ScoringSpec
     power: PowerSpec = Field(default_factory=PowerSpec)
     queueing: QueueingSpec = Field(default_factory=QueueingSpec)
+    allocation: AllocationSpec = Field(default_factory=AllocationSpec)
 
 
 class PolicyFile(_Strict):
@@ -140,6 +176,12 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
         raise PolicyError(
             f"{origin}: field spec.scoring.strategy: value {strategy!r} is not allowed; "
             f"allowed values: {', '.join(strategy_names())}"
+        )
+    allocation = policy.spec.allocation.policy
+    if allocation is not None and allocation not in allocation_policy_names():
+        raise PolicyError(
+            f"{origin}: field spec.allocation.policy: value {allocation!r} is not allowed; "
+            f"allowed values: {', '.join(allocation_policy_names())}"
         )
     try:
         make_strategy(strategy, policy.spec.scoring.params)

@@ -19,6 +19,7 @@ from voltpack.model.decision import Decision
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.model.workload import PodGroup
 from voltpack.policies.fair_share import QueueOrdering
+from voltpack.policies.hetero.model_choice import ModelChoice
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import (
     Eviction,
@@ -49,6 +50,9 @@ class PendingGang:
     arrival: int = 0
     """Lower arrived earlier."""
     preemptible: bool = False
+    model_choice: ModelChoice | None = None
+    """The allocation's order of GPU models (heterogeneity-aware training): each is tried
+    alone, in order, before the gang's other accepted models."""
 
     @property
     def gpus(self) -> float:
@@ -201,6 +205,12 @@ def _decide(
                 f"limit (the gang needs {gang.gpus:g} GPUs)"
             ),
         )
+    if gang.model_choice is not None and needs_gpus:
+        chosen = _place_by_allocation(scheduler, snapshot, gang, allowed, rng)
+        if chosen is not None:
+            one_model, decision = chosen
+            _record(snapshot, usage, gang, one_model, decision, now_s, plan)
+            return decision
     trial_group = restricted(group, allowed) if allowed and allowed != models else group
     decision = place(scheduler, snapshot, trial_group, rng)
     if decision.placed:
@@ -236,6 +246,34 @@ def _decide(
     return decision.model_copy(
         update={"reason": f"{decision.reason}; no preemption: " + "; ".join(reasons)}
     )
+
+
+def _place_by_allocation(
+    scheduler: Scheduler,
+    snapshot: ClusterSnapshot,
+    gang: PendingGang,
+    allowed: Sequence[str],
+    rng: np.random.Generator,
+) -> tuple[PodGroup, Decision] | None:
+    """The gang on the first model of its allocation order that takes it whole now, or None.
+
+    The gang is narrowed to one model per attempt; the decision's reason says why that model
+    (share and relative throughput) and which preferred models had no room.
+    """
+    assert gang.model_choice is not None
+    tried: list[str] = []
+    for model in (m for m in gang.model_choice.models if m in allowed):
+        one_model = restricted(gang.group, [model])
+        decision = place(scheduler, snapshot, one_model, rng)
+        if not decision.placed:
+            tried.append(model)
+            continue
+        parts = [gang.model_choice.reason(model)]
+        if tried:
+            parts.append(f"{', '.join(tried)} had no room for the whole gang now")
+        parts.append(decision.reason)
+        return one_model, decision.model_copy(update={"reason": "; ".join(parts)})
+    return None
 
 
 def _guaranteed_first(
