@@ -70,3 +70,11 @@ def test_uncapped_run_in_one_pass_equals_the_stepped_run(trace: LlmRequests) -> 
     assert np.array_equal(vectorised.low_latency_s, stepped.low_latency_s)
     assert vectorised.low_completed == stepped.low_completed
     assert vectorised.training_iterations == pytest.approx(stepped.training_iterations)
+
+
+def test_a_coarser_resolution_averages_the_peak_down(trace: LlmRequests) -> None:
+    row = replace(SMALL_ROW, training_share=0.0, duration_s=1800, mean_rate_per_s=0.4)
+    second, minute = row_peak_share(row, trace), row_peak_share(row, trace, resolution_s=60)
+    assert minute < second
+    with pytest.raises(InvalidRequestError, match="resolution_s"):
+        row_peak_share(row, trace, resolution_s=0)

@@ -52,12 +52,24 @@ class RateCalibration:
     """(rate per s, row peak share) at every rate tried, in order."""
 
 
-def row_peak_share(scenario: RowScenario, trace: LlmRequests) -> float:
-    """Peak second of the uncapped row over the run / the row's provisioned power."""
+def row_peak_share(scenario: RowScenario, trace: LlmRequests, resolution_s: int = 1) -> float:
+    """Peak of the uncapped row's power over the run / the row's provisioned power.
+
+    `resolution_s`: the power is averaged over consecutive windows of this many seconds first
+    (1: the peak second, the resolution the controller sees).
+    """
+    if resolution_s < 1:
+        raise InvalidRequestError(f"resolution_s={resolution_s} must be at least 1 s")
     workload = build_workload(scenario, trace)
-    run = run_uncapped(workload)
+    power_w = run_uncapped(workload).row_power_w
+    windows = power_w.size // resolution_s
+    if windows == 0:
+        raise InvalidRequestError(
+            f"resolution_s={resolution_s} is longer than the run ({power_w.size} s)"
+        )
+    averaged_w = power_w[: windows * resolution_s].reshape(windows, resolution_s).mean(axis=1)
     provisioned_w = scenario.servers * workload.inference_profile.server.provisioned_w
-    return float(run.row_power_w.max() / provisioned_w)
+    return float(averaged_w.max() / provisioned_w)
 
 
 def calibrate_rate_per_s(
@@ -65,18 +77,20 @@ def calibrate_rate_per_s(
     trace: LlmRequests,
     target_share: float = INFERENCE_ROW_PEAK_SHARE,
     tolerance: float = PEAK_SHARE_TOLERANCE,
+    resolution_s: int = 1,
 ) -> RateCalibration:
     """Mean request rate per server at which the uncapped inference row peaks at the target.
 
     The row is `scenario` with `budget_servers` servers, all inference (training share 0),
-    and the scenario's duration, diurnal swing and seed. The peak grows with the rate (more
+    and the scenario's duration, diurnal swing and seed; its peak is taken over windows of
+    `resolution_s` (1: the peak second). The peak grows with the rate (more
     overlapping prefills); bisection keeps the last bracket whose ends lie on either side.
     """
     row = replace(scenario, servers=scenario.budget_servers, training_share=0.0)
     tried: list[tuple[float, float]] = []
 
     def peak(rate: float) -> float:
-        share = row_peak_share(replace(row, mean_rate_per_s=rate), trace)
+        share = row_peak_share(replace(row, mean_rate_per_s=rate), trace, resolution_s)
         tried.append((rate, share))
         return share
 
