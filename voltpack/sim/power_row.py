@@ -62,8 +62,12 @@ class RowScenario:
     low_priority_inference_share: float = 0.3
     """Share of the inference servers whose requests are low priority."""
     duration_s: int = 86_400
-    mean_rate_per_s: float = 0.6
-    """Mean inference requests per second per inference server over the day."""
+    mean_rate_per_s: float = 0.362
+    """Mean inference requests per second per inference server over the day. Default: what
+    `voltpack.sim.power_calibration.calibrate_rate_per_s` gives for the Azure conversation
+    trace, seed 0, one day, 40 servers (uncapped row peak 0.790 of provisioned, POLCA's
+    row-level anchor); recompute it for another trace, seed, duration or diurnal curve (the
+    power_oversubscription benchmark does, on every run)."""
     peak_to_trough: float = 2.0
     servers_per_training_job: int = 8
     telemetry_delay_s: int = 1
