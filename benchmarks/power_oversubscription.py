@@ -3,13 +3,18 @@
 The row's budget is the provisioned power of 40 servers (40 x 6.5 kW). The servers run
 inference driven by the Azure LLM 2023 trace (a diurnal rate, peak/trough 2, peak at 14:00;
 a share of inference servers serve low-priority requests) plus a share of low-priority
-training. For each policy, servers are added until a constraint breaks (high-priority p50
-within 1% and p99 within 5% of the same servers uncapped, low-priority throughput loss at most
-5%, no emergency brake, no excursion over budget longer than interval + actuation latency +
-telemetry delay). Published anchor: POLCA (ASPLOS'24) deploys 30% more servers (+12 on 40).
+training. The mean request rate per inference server is calibrated on every run (unless
+--rate is given) so that the uncapped row of 40 inference servers peaks at 79 % of its
+provisioned power over the run, POLCA's row-level inference anchor
+(`voltpack.sim.power_calibration.calibrate_rate_per_s`; the JSON records the rates tried).
+For each policy, servers are added until a constraint breaks (high-priority p50 within 1% and
+p99 within 5% of the same servers uncapped, low-priority throughput loss at most 5%, no
+emergency brake, no excursion over budget longer than interval + actuation latency + telemetry
+delay). Published anchor: POLCA (ASPLOS'24) deploys 30% more servers (+12 on 40).
 
 Usage:
   python benchmarks/power_oversubscription.py                 # default scenario, 1 day
+  python benchmarks/power_oversubscription.py --rate 0.36     # skip the calibration
   python benchmarks/power_oversubscription.py --days 2 --training-share 0.25
   python benchmarks/power_oversubscription.py --trace path/to/azure_format.csv
   python benchmarks/power_oversubscription.py --policies thresholds,headroom,my-policy.yaml
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -27,6 +33,7 @@ from typing import Any
 from _common import save
 
 from voltpack.policies.schema import PowerSpec, load_policy
+from voltpack.sim.power_calibration import RateCalibration, calibrate_rate_per_s
 from voltpack.sim.power_experiment import Limits, RowOutcome, evaluate, uncapped_outcome
 from voltpack.sim.power_row import RowScenario
 from voltpack.sim.traces.azure_llm import LlmRequests, azure_llm_dir, load_azure_llm_trace
@@ -80,18 +87,43 @@ def _search_job(args: tuple[str, PowerSpec, RowScenario, Path, Limits]) -> dict[
     name, spec, scenario, trace_path, limits = args
     started = time.perf_counter()
     servers, outcomes = search(name, spec, scenario, load_azure_llm_trace(trace_path), limits)
+    failing = next((o for o in outcomes if o.servers > servers and not o.ok), None)
     return {
         "policy": name,
         "servers": servers,
         "outcomes": [o.as_dict() for o in outcomes],
         "best": next((o.as_dict() for o in outcomes if o.servers == servers), None),
         "margins": next((o.margins(limits) for o in outcomes if o.servers == servers), None),
+        "first_failure": None
+        if failing is None
+        else {"servers": failing.servers, "broken": broken(failing, limits)},
         "wall_s": time.perf_counter() - started,
     }
 
 
+def broken(outcome: RowOutcome, limits: Limits) -> list[str]:
+    """The constraints `outcome` breaks (negative margins, or a tripped breaker)."""
+    names = [name for name, margin in outcome.margins(limits).items() if margin < 0]
+    return [*names, "breaker"] if outcome.breaker_tripped else names
+
+
+def _run_searches(
+    jobs: list[tuple[str, PowerSpec, RowScenario, Path, Limits]], processes: int
+) -> Iterator[dict[str, Any]]:
+    """One search per policy: in this process one after the other, or in a process pool."""
+    if processes <= 1:
+        yield from map(_search_job, jobs)
+        return
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        yield from pool.map(_search_job, jobs)
+
+
 def markdown(
-    scenario: RowScenario, baseline: RowOutcome, results: list[dict[str, Any]], trace: str
+    scenario: RowScenario,
+    baseline: RowOutcome,
+    results: list[dict[str, Any]],
+    trace: str,
+    calibration: RateCalibration | None,
 ) -> str:
     """The table of deployable servers and each constraint at the deployable count."""
     base_n = scenario.budget_servers
@@ -101,8 +133,10 @@ def markdown(
         f"Budget: provisioned power of {base_n} servers; trace `{trace}`; "
         f"{scenario.duration_s / 86_400:g} simulated day(s); training share "
         f"{scenario.training_share:.0%}; low-priority inference share "
-        f"{scenario.low_priority_inference_share:.0%}; {scenario.mean_rate_per_s} requests/s "
+        f"{scenario.low_priority_inference_share:.0%}; {scenario.mean_rate_per_s:.4f} requests/s "
         f"per inference server on average; seed {scenario.seed}.",
+        "",
+        _calibration_line(calibration, base_n),
         "",
         "| policy | servers | extra | p50 | p99 | training loss | low-pri requests lost "
         "| brakes | longest over budget (allowed) | capping actions | energy kWh | peak/budget |",
@@ -115,6 +149,15 @@ def markdown(
             lines.append(f"| {result['policy']} | < {base_n} | - | | | | | | | | | |")
             continue
         lines.append(_row(result["policy"], result["servers"], base_n, best))
+    lines += ["", "First failing server count evaluated, and what broke there:", ""]
+    for result in results:
+        failure = result.get("first_failure")
+        text = (
+            "none within the searched range"
+            if failure is None
+            else f"{failure['servers']} servers: {', '.join(failure['broken'])}"
+        )
+        lines.append(f"- {result['policy']}: {text}")
     lines += [
         "",
         f"Published: POLCA deploys +{POLCA_EXTRA_SERVERS_PCT:.0f}% servers (+12 on 40) for "
@@ -122,6 +165,17 @@ def markdown(
         "p50/p99: high-priority latency against the same servers uncapped.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _calibration_line(calibration: RateCalibration | None, servers: int) -> str:
+    if calibration is None:
+        return "Request rate given on the command line (not calibrated)."
+    return (
+        f"Request rate calibrated (`calibrate_rate_per_s`, {len(calibration.evaluations)} "
+        f"uncapped runs): at this rate the uncapped row of {servers} inference servers peaks "
+        f"at {calibration.peak_share:.4f} of its provisioned power over the run (POLCA's "
+        f"row-level inference anchor: {calibration.target_share:.2f})."
+    )
 
 
 def _row(name: str, servers: int, base_n: int, o: dict[str, Any]) -> str:
@@ -143,9 +197,22 @@ def main() -> None:
     parser.add_argument("--budget-servers", type=int, default=40)
     parser.add_argument("--training-share", type=float, default=0.1)
     parser.add_argument("--low-priority-share", type=float, default=0.3)
-    parser.add_argument("--rate", type=float, default=0.6, help="mean requests/s per server")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="mean requests/s per inference server (default: calibrated to the 79%% row peak)",
+    )
+    parser.add_argument(
+        "--anchor-resolution-s",
+        type=int,
+        default=1,
+        help="calibrate the peak of the row's power averaged over windows of this many seconds",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument(
+        "--processes", type=int, default=1, help="policies searched in parallel (1: in turn)"
+    )
     parser.add_argument("--name", default="power_oversubscription")
     args = parser.parse_args()
     trace_path = args.trace or azure_llm_dir() / "AzureLLMInferenceTrace_conv.csv"
@@ -155,18 +222,32 @@ def main() -> None:
         training_share=args.training_share,
         low_priority_inference_share=args.low_priority_share,
         duration_s=int(args.days * 86_400),
-        mean_rate_per_s=args.rate,
         seed=args.seed,
     )
+    trace = load_azure_llm_trace(trace_path)
+    started = time.perf_counter()
+    calibration = None
+    if args.rate is None:
+        calibration = calibrate_rate_per_s(scenario, trace, resolution_s=args.anchor_resolution_s)
+        print(
+            f"calibrated rate {calibration.rate_per_s:.4f} requests/s per server: uncapped row "
+            f"peak {calibration.peak_share:.4f} of provisioned ({len(calibration.evaluations)} "
+            f"runs, {time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
+        scenario = replace(scenario, mean_rate_per_s=calibration.rate_per_s)
+    else:
+        scenario = replace(scenario, mean_rate_per_s=args.rate)
     limits = Limits()
     specs = [resolve_power_spec(p) for p in args.policies.split(",") if p]
-    started = time.perf_counter()
     jobs = [(name, spec, scenario, trace_path, limits) for name, spec in specs]
-    with ProcessPoolExecutor(max_workers=max(1, args.processes)) as pool:
-        results = list(pool.map(_search_job, jobs))
-    baseline = uncapped_outcome(scenario, load_azure_llm_trace(trace_path), limits)
+    results = list(_run_searches(jobs, args.processes))
+    baseline = uncapped_outcome(scenario, trace, limits)
     figures = {
         "scenario": asdict(scenario),
+        "rate_calibration": None
+        if calibration is None
+        else {**asdict(calibration), "resolution_s": args.anchor_resolution_s},
         "trace": str(trace_path.name),
         "limits": asdict(limits),
         "no_oversubscription": baseline.as_dict(),
@@ -174,7 +255,13 @@ def main() -> None:
         "published": {"polca_extra_servers_pct": POLCA_EXTRA_SERVERS_PCT},
         "wall_s": time.perf_counter() - started,
     }
-    save(args.name, figures, markdown(scenario, baseline, results, trace_path.name))
+    text = markdown(scenario, baseline, results, trace_path.name, calibration)
+    if calibration is not None and args.anchor_resolution_s != 1:
+        text = text.replace(
+            "over the run (POLCA's",
+            f"over the run, averaged over {args.anchor_resolution_s}-s windows (POLCA's",
+        )
+    save(args.name, figures, text)
 
 
 if __name__ == "__main__":

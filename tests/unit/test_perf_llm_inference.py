@@ -31,8 +31,9 @@ PROFILE = default_inference_profile()
 A100 = power_model_for("A100-80GB")
 HOUR_S = 3600
 PEAK_RATE_PER_S = 0.8
-"""A loaded server: 0.8 requests/s of the conversation trace at the diurnal peak (0.6/s mean
-with the default 2:1 swing) keeps prefill at ~30 % of GPU time and ~14 sequences decoding."""
+"""A heavily loaded server: 0.8 requests/s of the conversation trace, above the diurnal peak of
+the rate calibrated to POLCA's row anchor (~0.36/s mean, ~0.48/s at the peak with the default
+2:1 swing; `voltpack.sim.power_calibration`)."""
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,8 @@ def test_a_long_prompt_spikes_above_the_decode_level() -> None:
     load = bin_requests([0.0], [8000], [200], 1.0, 30.0)
     power = server_power_w(load, 1410.0, PROFILE, A100)
     prefill_second, decode_second = power[0], power[10]
-    assert prefill_second == pytest.approx(0.79 * 6500, rel=0.01)
+    # the server's worst second (all GPUs prefilling at the transient peak) is its nameplate
+    assert prefill_second == pytest.approx(PROFILE.server.provisioned_w, rel=0.01)
     assert PROFILE.server.idle_w(A100) < decode_second < prefill_second
 
 
@@ -202,7 +204,7 @@ def test_any_load_stays_between_idle_and_provisioned(
     load = bin_requests(arrival, prompt, output, 1.0, 60.0)
     power = server_power_w(load, clock, PROFILE, A100)
     assert np.all(power >= PROFILE.server.idle_w(A100) - 1e-9)
-    assert np.all(power <= 0.79 * 6500 + 1.0)
+    assert np.all(power <= PROFILE.server.provisioned_w + 1.0)
     latency = request_latency_s(arrival, prompt, output, np.full(60, clock), 1.0, PROFILE, A100)
     assert np.all(latency >= PROFILE.prefill_time_s(prompt) - 1e-9)
 
@@ -210,15 +212,18 @@ def test_any_load_stays_between_idle_and_provisioned(
 # --- calibration against POLCA ---------------------------------------------------------------
 
 
-def test_loaded_server_peaks_near_79_percent_of_provisioned(conversation: LlmRequests) -> None:
-    """POLCA: inference peaks at ~79 % of the 6.5 kW provisioned power. Tolerance: 2 points."""
+def test_loaded_server_peaks_at_its_nameplate_and_well_below_on_average(
+    conversation: LlmRequests,
+) -> None:
+    """One server's peak second reaches the 6.5 kW nameplate (a long prompt on all GPUs);
+    POLCA's ~79 % is a row-level figure (tests/unit/test_power_calibration.py)."""
     for seed in (11, 12, 13):
         power = server_power_w(
             bin_requests(*busy_hour(conversation, seed), 1.0, HOUR_S), 1410.0, PROFILE, A100
         )
-        assert power.max() / PROFILE.server.provisioned_w == pytest.approx(0.79, abs=0.02)
+        assert power.max() / PROFILE.server.provisioned_w == pytest.approx(1.0, abs=0.01)
         # ... and well below it on average: the headroom oversubscription uses
-        assert power.mean() / PROFILE.server.provisioned_w < 0.70
+        assert power.mean() / PROFILE.server.provisioned_w < 0.80
 
 
 def test_a_row_of_inference_servers_peaks_lower_than_one_server(conversation: LlmRequests) -> None:

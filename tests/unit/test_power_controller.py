@@ -79,8 +79,8 @@ def test_thresholds_enter_stages_and_leave_them_with_hysteresis() -> None:
     assert c.step(0, telemetry([370] * 8, 0, high)).domains[0].level == "stage-0"  # 74 %
     d = c.step(1, telemetry([405] * 8, 1, high))  # 81 %: stage 1
     assert d.domains[0].level == "stage-1" and d.rung.tolist() == [0] * 4 + [1] * 4
-    d = c.step(2, telemetry([450] * 8, 2, high))  # 90 %: stage 2
-    assert d.rung.tolist() == [1] * 4 + [2] * 4
+    d = c.step(2, telemetry([450] * 8, 2, high))  # 90 %: stage 2 locks high priority too
+    assert d.rung.tolist() == [1] * 8
     d = c.step(3, telemetry([440] * 8, 3, high))  # 88 %: not 5 points below 89 %
     assert d.domains[0].level == "stage-2"
     d = c.step(4, telemetry([380] * 8, 4, high))  # 76 %: below 84 % but not below 75 %

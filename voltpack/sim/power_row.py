@@ -62,8 +62,12 @@ class RowScenario:
     low_priority_inference_share: float = 0.3
     """Share of the inference servers whose requests are low priority."""
     duration_s: int = 86_400
-    mean_rate_per_s: float = 0.6
-    """Mean inference requests per second per inference server over the day."""
+    mean_rate_per_s: float = 0.362
+    """Mean inference requests per second per inference server over the day. Default: what
+    `voltpack.sim.power_calibration.calibrate_rate_per_s` gives for the Azure conversation
+    trace, seed 0, one day, 40 servers (uncapped row peak 0.790 of provisioned, POLCA's
+    row-level anchor); recompute it for another trace, seed, duration or diurnal curve (the
+    power_oversubscription benchmark does, on every run)."""
     peak_to_trough: float = 2.0
     servers_per_training_job: int = 8
     telemetry_delay_s: int = 1
@@ -147,7 +151,14 @@ def build_workload(scenario: RowScenario, trace: LlmRequests) -> RowWorkload:
     jobs = max(1, -(-n_training // scenario.servers_per_training_job))
     job_phase = rng.random(jobs)
     phase = job_phase[np.arange(n_training) // scenario.servers_per_training_job]
-    return RowWorkload(scenario, streams, InferenceLoad.stack(loads), phase.astype(np.float64))
+    load = InferenceLoad.stack(loads) if loads else _no_load(scenario.duration_s)
+    return RowWorkload(scenario, streams, load, phase.astype(np.float64))
+
+
+def _no_load(duration_s: int) -> InferenceLoad:
+    """The `[0, bin]` load of a row without inference servers."""
+    empty = np.zeros((0, duration_s))
+    return InferenceLoad(1.0, np.zeros((0, duration_s), dtype=np.int64), empty, empty.copy())
 
 
 @dataclass(frozen=True)
@@ -192,7 +203,16 @@ def _ladders(spec: PowerSpec, workload: RowWorkload) -> tuple[ActionLadder, Acti
 
 
 def run_row(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
-    """Run the row for the scenario's duration; `spec` None runs it uncapped."""
+    """Run the row for the scenario's duration; `spec` None runs it uncapped.
+
+    Uncapped, nothing feeds back (every clock stays at max), so the whole run is computed in
+    one vectorised pass (`run_uncapped`); with a policy the row steps second by second.
+    """
+    return run_uncapped(workload) if spec is None else run_stepped(workload, spec)
+
+
+def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
+    """The row second by second under the controller (`spec` None: no controller)."""
     scenario = workload.scenario
     gpu = power_model_for(GPU_SKU)
     n_inf, n = workload.n_inference, scenario.servers
@@ -263,18 +283,61 @@ def run_row(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
             pending.append(applied.copy())
         applied = pending.popleft()
     latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
-    n_high = workload.n_high
+    iterations = (
+        float(training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu,
+                                np.where(np.isnan(limit[n_inf:]), np.inf, limit[n_inf:])).sum())
+        if n > n_inf else 0.0
+    )  # fmt: skip
+    return _finish(
+        workload, row_power, budget_w, clock, limit, actions, brakes, latency, iterations
+    )
+
+
+def run_uncapped(workload: RowWorkload) -> RowRun:
+    """The row with every clock at max and no cap, all seconds at once.
+
+    Equal (to rounding) to stepping the row second by second without a controller: inference
+    busy shares over the whole horizon are what the chunked per-second run computes
+    (`inference_busy` chunks join exactly), and training phases advance by the same
+    iterations per second.
+    """
+    scenario = workload.scenario
+    gpu = power_model_for(GPU_SKU)
+    n_inf, n = workload.n_inference, scenario.servers
+    duration = scenario.duration_s
+    budget_w = scenario.budget_servers * workload.inference_profile.server.provisioned_w
+    clock = np.full((n, duration), gpu.max_clock_mhz)
+    limit = np.full((n, duration), np.nan)
+    row_power = np.zeros(duration)
+    if n_inf:
+        busy = inference_busy(workload.load, clock[:n_inf], workload.inference_profile, gpu)
+        row_power += power_from_busy_w(busy, workload.inference_profile, gpu).sum(axis=0)
+    iterations = 0.0
+    if n > n_inf:
+        row_power += training_power_w(
+            duration, clock[n_inf:], 1.0, workload.training_profile, gpu,
+            start_phase=workload.training_phase,
+        ).sum(axis=0)  # fmt: skip
+        iterations = float(
+            training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu).sum()
+        )
+    latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
+    return _finish(workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations)
+
+
+def _finish(
+    workload: RowWorkload, row_power: FloatArray, budget_w: float, clock: FloatArray,
+    limit: FloatArray, actions: int, brakes: int, latency: list[FloatArray], iterations: float,
+) -> RowRun:  # fmt: skip
+    """Split latencies by priority and count the low-priority requests done in time."""
+    n_high, n_inf = workload.n_high, workload.n_inference
+    duration = workload.scenario.duration_s
     high_latency = np.concatenate(latency[:n_high]) if n_high else np.zeros(0)
     low_latency = np.concatenate(latency[n_high:]) if n_inf > n_high else np.zeros(0)
     low_done = sum(
         int(np.sum(stream.arrival_s + lat <= duration))
         for stream, lat in zip(workload.inference[n_high:], latency[n_high:], strict=True)
     )
-    iterations = (
-        float(training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu,
-                                np.where(np.isnan(limit[n_inf:]), np.inf, limit[n_inf:])).sum())
-        if n > n_inf else 0.0
-    )  # fmt: skip
     return RowRun(
         row_power, budget_w, clock, limit, actions, brakes, high_latency, low_latency, low_done,
         iterations,

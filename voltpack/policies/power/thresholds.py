@@ -1,10 +1,17 @@
 """POLCA-style two-threshold power policy (Patel et al., ASPLOS'24).
 
-When the domain's power crosses the first threshold, low-priority GPUs get their clocks locked;
-above the second threshold they are locked lower and high-priority GPUs are locked too. A stage
-is left only when power falls a margin below the threshold that entered it (hysteresis) and the
-stage has been held for `hold_s` (and no GPU's reading is late). The policy reacts to the
-power measured now; it predicts nothing.
+What POLCA does, as voltpack's issue 6 states it: when the row's power crosses 80 % of its
+budget, the low-priority GPUs get their clocks locked; above 89 % more GPUs are locked (the
+high-priority ones too). By default this policy does exactly that and nothing more: stage 1
+locks low priority at the first lock rung, stage 2 keeps it there and locks high priority at the
+first lock rung as well (a deeper lock at stage 2 is not in that description, so it is not the
+default; `low_priority_rungs` can ask for it). Sources of the two thresholds: POLCA (80 % and
+89 % of the budget); Microsoft's patent application US 2025/0377708 A1 describes the same two
+stages (low-priority frequency capped above the first threshold, high priority capped too above
+the second, uncapped a threshold percentage below). A stage is left only when power falls a
+margin below the threshold that entered it (hysteresis) and the stage has been held for
+`hold_s` (and no GPU's reading is late). The policy reacts to the power measured now; it
+predicts nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ class ThresholdParams(BaseModel):
     )
     hold_s: float = Field(default=30.0, ge=0, description="shortest time spent in a stage")
     low_priority_rungs: tuple[int, ...] = Field(
-        default=(0, 1, 2), description="low-priority rung at stage 0, 1, 2, ..."
+        default=(0, 1, 1), description="low-priority rung at stage 0, 1, 2, ..."
     )
     high_priority_rungs: tuple[int, ...] = Field(
         default=(0, 0, 1), description="high-priority rung at stage 0, 1, 2, ..."
