@@ -4,9 +4,9 @@ A model records *scores* on data it was not fitted on: the signed error
 `(actual - point) / scale` of a forecast `h` steps ahead, where `scale` is whatever the model
 uses to make series comparable (1 for a single series). Quantile `q` of the forecast is then
 `point + scale * offset(q, h)`, where `offset` is the finite-sample conformal quantile of the
-scores of `h`'s horizon bucket: the ceil((n+1)q)-th smallest for q >= 0.5 and the
-floor((n+1)q)-th for q < 0.5, so the central interval covers at least its nominal share of
-exchangeable data. With too few scores for a level the extreme score is used (the interval is
+scores of `h`'s horizon bucket: the ceil((n+1)q)-th smallest for q > 0.5, the
+floor((n+1)q)-th for q < 0.5 and the plain median for q = 0.5, so the central interval covers
+at least its nominal share of exchangeable data. With too few scores for a level the extreme score is used (the interval is
 then narrower than nominal). Buckets group horizons 1, 2, 3-4, 5-8, ... (log2), so each has
 enough scores; a horizon past the last bucket reuses it, widened by sqrt(h / h_last).
 """
@@ -37,6 +37,8 @@ def conformal_quantile(sorted_scores: FloatArray, level: float) -> float:
     n = sorted_scores.size
     if n == 0:
         raise ForecastError("conformal calibration needs at least one score")
+    if abs(level - 0.5) < 1e-12:
+        return float(np.median(sorted_scores))
     rank = math.ceil((n + 1) * level) if level >= 0.5 else math.floor((n + 1) * level)
     return float(sorted_scores[min(max(rank, 1), n) - 1])
 

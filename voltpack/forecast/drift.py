@@ -31,7 +31,7 @@ class DriftPolicy:
     """Refit when recent one-step error > `threshold` x the error right after the last fit."""
 
     window_steps: int = 48
-    threshold: float = 1.5
+    threshold: float = 2.0
     floor_fraction: float = 0.1
 
     def __post_init__(self) -> None:

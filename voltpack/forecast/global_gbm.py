@@ -31,6 +31,8 @@ from voltpack.forecast.seasonal_naive import SeasonalNaive
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.model.errors import ForecastError
 
+ROWS_PER_SAMPLE = 10
+
 
 @dataclass
 class _Member:
@@ -57,6 +59,7 @@ class GlobalBoost:
         num_leaves: int = 31,
         objective: str = "l2",
         retrain_on_all: bool = False,
+        target_base: str = "last",
         threads: int = 2,
         seed: int = 0,
         max_gap_steps: int | None = None,
@@ -69,6 +72,7 @@ class GlobalBoost:
         self.calibration_rows = calibration_rows
         self.min_samples = min_samples
         self.retrain_on_all = retrain_on_all
+        self.target_base = target_base
         self.seed = seed
         self.max_gap_steps = max_gap_steps
         self.params: dict[str, Any] = {
@@ -196,15 +200,23 @@ class GlobalBoost:
         self, panel: Panel, series: IntArray, origin: IntArray, steps: IntArray
     ) -> tuple[FloatArray, FloatArray]:
         x, level, scale = features(panel, series, origin, steps)
-        target = (panel.gather(series, origin + steps) - level) / scale
+        base = self._base(panel, series, origin, level)
+        target = (panel.gather(series, origin + steps) - base) / scale
         return x, target
+
+    def _base(
+        self, panel: Panel, series: IntArray, origin: IntArray, level: FloatArray
+    ) -> FloatArray:
+        """What the model predicts a change from: the last sample, or the level."""
+        return panel.gather(series, origin) if self.target_base == "last" else level
 
     def _sample_rows(
         self, panel: Panel, usable: IntArray, budget: int, rng: np.random.Generator
     ) -> tuple[IntArray, IntArray, IntArray]:
-        """Random (series, origin, steps) whose target index lies below `usable`."""
+        """Random (series, origin, steps) whose target index lies below `usable`: `budget`
+        rows shared by the series, at most `ROWS_PER_SAMPLE` per usable sample."""
         count = len(panel.lengths)
-        per_series = max(budget // count, 1)
+        per_series = max(min(budget // count, ROWS_PER_SAMPLE * int(usable.max())), 1)
         series = np.repeat(np.arange(count, dtype=np.int64), per_series)
         steps = rng.integers(1, self.max_horizon + 1, size=series.size)
         last_origin = usable[series] - 1 - steps
@@ -236,7 +248,7 @@ class GlobalBoost:
         steps = np.tile(np.arange(1, horizon + 1, dtype=np.int64), count)
         origin = panel.lengths[series] - 1
         x, level, scale = features(panel, series, origin, steps)
-        point = self._booster.predict(x) * scale + level
+        point = self._booster.predict(x) * scale + self._base(panel, series, origin, level)
         assert self._conformal is not None
         offsets = self._conformal.offsets(horizon, levels)
         table = point.reshape(count, horizon)[:, :, None] + (
