@@ -6,9 +6,10 @@ uses to make series comparable (1 for a single series). Quantile `q` of the fore
 `point + scale * offset(q, h)`, where `offset` is the finite-sample conformal quantile of the
 scores of `h`'s horizon bucket: the ceil((n+1)q)-th smallest for q > 0.5, the
 floor((n+1)q)-th for q < 0.5 and the plain median for q = 0.5, so the central interval covers
-at least its nominal share of exchangeable data. With too few scores for a level the extreme score is used (the interval is
-then narrower than nominal). Buckets group horizons 1, 2, 3-4, 5-8, ... (log2), so each has
-enough scores; a horizon past the last bucket reuses it, widened by sqrt(h / h_last).
+at least its nominal share of exchangeable data. With too few scores for a level the extreme
+score is used (the interval is then narrower than nominal). Buckets group horizons 1, 2, 3-4,
+5-8, ... (log2), so each has enough scores; a horizon past the last bucket reuses it, widened
+by sqrt(h / h_last).
 """
 
 from __future__ import annotations
