@@ -122,7 +122,8 @@ def features(
     columns.append(steps.astype(np.float64))
     for which in range(2):
         season = panel.seasons[series, which]
-        columns.append(np.where(season > 0, (target % np.maximum(season, 1)) / season, np.nan))
+        period = np.maximum(season, 1)
+        columns.append(np.where(season > 0, (target % period) / period, np.nan))
     clock_s = panel.start_s[series] + target * panel.step_s[series]
     columns.append((clock_s % SECONDS_PER_DAY) / 3600.0)
     columns.append(np.floor(clock_s / SECONDS_PER_DAY) % 7)

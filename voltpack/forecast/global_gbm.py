@@ -40,6 +40,8 @@ class _Member:
 
     history: CleanHistory
     fallback: SeasonalNaive | None = None
+    constant: bool = False  # constant when fitted: forecast its last value, zero width
+    spread: float = 1.0  # this series' calibration error size relative to all series
 
 
 class GlobalBoost:
@@ -57,8 +59,9 @@ class GlobalBoost:
         n_estimators: int = 200,
         learning_rate: float = 0.05,
         num_leaves: int = 31,
-        objective: str = "l2",
+        objective: str = "l1",
         retrain_on_all: bool = False,
+        spread_prior: float = 50.0,
         target_base: str = "last",
         threads: int = 2,
         seed: int = 0,
@@ -72,6 +75,7 @@ class GlobalBoost:
         self.calibration_rows = calibration_rows
         self.min_samples = min_samples
         self.retrain_on_all = retrain_on_all
+        self.spread_prior = spread_prior
         self.target_base = target_base
         self.seed = seed
         self.max_gap_steps = max_gap_steps
@@ -103,6 +107,7 @@ class GlobalBoost:
             raise ForecastError(f"{self.name}: fit_many needs at least one series")
         members = [_Member(clean_history(s, self.max_gap_steps)) for s in histories]
         for member in members:
+            member.constant = member.history.constant
             if not member.history.constant and member.history.values.size < self.min_samples:
                 member.fallback = SeasonalNaive(
                     max_horizon=self.max_horizon, max_gap_steps=self.max_gap_steps
@@ -112,7 +117,9 @@ class GlobalBoost:
         modelled = [i for i, m in enumerate(members) if self._modelled(m)]
         self._booster, self._conformal = None, None
         if modelled:
-            self._train([members[i].history.series for i in modelled])
+            spreads = self._train([members[i].history.series for i in modelled])
+            for i, spread in zip(modelled, spreads.tolist(), strict=True):
+                members[i].spread = spread
 
     def update_many(self, new_values: Sequence[FloatArray]) -> None:
         """Append new samples to each series (same order as fitted); no re-estimation."""
@@ -152,7 +159,7 @@ class GlobalBoost:
             if member.fallback is not None:
                 inner = member.fallback.predict(horizon, levels)
                 table, notes = inner.values, (*notes, "seasonal naive fallback: short history")
-            elif member.history.constant:
+            elif member.constant:
                 table = np.full((horizon, len(levels)), series.values[-1])
             else:
                 table, notes = values[i], notes + notes_extra
@@ -171,9 +178,10 @@ class GlobalBoost:
 
     # --- internals ---------------------------------------------------------------------------
     def _modelled(self, member: _Member) -> bool:
-        return member.fallback is None and not member.history.constant
+        return member.fallback is None and not member.constant
 
-    def _train(self, histories: list[TimeSeries]) -> None:
+    def _train(self, histories: list[TimeSeries]) -> FloatArray:
+        """Fit the booster and the pooled conformal scores; return each series' spread."""
         panel = Panel.build(histories)
         rng = np.random.default_rng(self.seed)
         tails = np.maximum(
@@ -187,7 +195,8 @@ class GlobalBoost:
         cal_series, cal_origin, cal_steps = self._calibration_rows(panel, tails, rng)
         x_cal, y_cal = self._design(panel, cal_series, cal_origin, cal_steps)
         scores = y_cal - booster.predict(x_cal)
-        self._conformal = HorizonConformal.from_scores(cal_steps, scores)
+        spreads = series_spread(cal_series, scores, len(histories), self.spread_prior)
+        self._conformal = HorizonConformal.from_scores(cal_steps, scores / spreads[cal_series])
         if self.retrain_on_all:
             every = self._sample_rows(panel, panel.lengths, self.rows, rng)
             x_all, y_all = self._design(panel, *every)
@@ -195,6 +204,7 @@ class GlobalBoost:
                 self.params, lgb.Dataset(x_all, y_all), num_boost_round=self.n_estimators
             )
         self._booster = booster
+        return spreads
 
     def _design(
         self, panel: Panel, series: IntArray, origin: IntArray, steps: IntArray
@@ -251,7 +261,22 @@ class GlobalBoost:
         point = self._booster.predict(x) * scale + self._base(panel, series, origin, level)
         assert self._conformal is not None
         offsets = self._conformal.offsets(horizon, levels)
+        spread = np.array([self._members[i].spread for i in modelled])
+        width = scale.reshape(count, horizon) * spread[:, None]
         table = point.reshape(count, horizon)[:, :, None] + (
-            scale.reshape(count, horizon)[:, :, None] * offsets[None, :, :]
+            width[:, :, None] * offsets[None, :, :]
         )
         return {i: table[k] for k, i in enumerate(modelled)}
+
+
+def series_spread(series: IntArray, scores: FloatArray, count: int, prior: float) -> FloatArray:
+    """Each series' mean absolute calibration score over the pooled one, shrunk towards 1 as
+    if `prior` pooled scores were added (a series with few scores keeps the pooled width)."""
+    finite = np.isfinite(scores)
+    size = np.abs(np.where(finite, scores, 0.0))
+    pooled = float(size[finite].mean()) if finite.any() else 1.0
+    if pooled <= 0:
+        return np.ones(count)
+    total = np.bincount(series, weights=size, minlength=count)
+    n = np.bincount(series, weights=finite.astype(np.float64), minlength=count)
+    return np.asarray((total + prior * pooled) / (n + prior) / pooled, dtype=np.float64)
