@@ -53,7 +53,7 @@ class GlobalBoost:
         self,
         max_horizon: int = 48,
         rows: int = 200_000,
-        calibration_fraction: float = 0.2,
+        calibration_fraction: float = 0.1,
         calibration_rows: int = 100_000,
         min_samples: int = 200,
         n_estimators: int = 200,
