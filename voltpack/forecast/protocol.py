@@ -28,3 +28,19 @@ class Forecaster(Protocol):
     def predict(self, horizon: int, quantiles: Sequence[float]) -> QuantileForecast:
         """Quantiles of the next `horizon` samples after everything seen so far."""
         ...
+
+
+class BatchForecaster(Forecaster, Protocol):
+    """A forecaster that also fits and predicts many series in one call (vectorised)."""
+
+    def fit_many(self, histories: Sequence[TimeSeries]) -> None:
+        """Fit on every history at once (replaces any earlier fit)."""
+        ...
+
+    def update_many(self, new_values: Sequence[FloatArray]) -> None:
+        """Append new samples to each fitted series, in the order they were fitted."""
+        ...
+
+    def predict_many(self, horizon: int, quantiles: Sequence[float]) -> list[QuantileForecast]:
+        """Forecasts of every fitted series, in the order they were fitted."""
+        ...
