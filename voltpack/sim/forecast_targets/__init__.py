@@ -36,13 +36,13 @@ GAVEL_MIN_SHARE = 0.05
 runtime grows with the number of series; smaller clusters stay in the total)."""
 ROW_SERVERS = 40
 ROW_DAYS = 3.0
-QUICK_ROW_DAYS = 2.0
+"""Three days: at least two daily cycles before the test windows (MSTL needs two)."""
 
 
 def build_targets(data_dir: Path, quick: bool = False) -> list[TimeSeries]:
     """Every forecasting target from the traces under `data_dir` (voltpack's `data/` layout).
 
-    `quick` keeps one step per source and a two-day simulated row (for smoke runs).
+    `quick` keeps one step per source (for smoke runs).
     """
     demand_steps = DEMAND_STEPS_S[:1] if quick else DEMAND_STEPS_S
     targets: list[TimeSeries] = []
@@ -67,6 +67,5 @@ def build_targets(data_dir: Path, quick: bool = False) -> list[TimeSeries]:
             targets.append(azure_request_rate(path, step_s))
     targets.append(genai_gpu_power(genai / DUTY_CYCLE_ARCHIVE, GENAI_STEP_S))
     trace = load_azure_llm_trace(azure / CONVERSATION_TRACE)
-    days = QUICK_ROW_DAYS if quick else ROW_DAYS
-    targets.append(row_power(trace, ROW_SERVERS, days, ROW_STEP_S)[0])
+    targets.append(row_power(trace, ROW_SERVERS, ROW_DAYS, ROW_STEP_S)[0])
     return targets
