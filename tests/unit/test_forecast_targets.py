@@ -22,6 +22,7 @@ from voltpack.sim.forecast_targets import (
     genai_request_rate,
     openb_gpu_demand,
     row_power,
+    target_rows,
 )
 from voltpack.sim.forecast_targets.power import duty_cycle_power_w
 from voltpack.sim.forecast_targets.windows import alive_mean, seasons_for, step_label
@@ -318,3 +319,14 @@ def test_build_targets_quick_covers_every_family() -> None:
         parts = target.name.split("/")
         assert len(parts) == 4 and parts[1] == target.family
         assert np.nanmin(target.values) >= 0.0
+
+
+def test_target_rows_describe_each_series() -> None:
+    series = TimeSeries("x/gpu_demand/all/1h", "gpu_demand", 3600.0, 0.0,
+                        np.array([1.0, np.nan, 3.0, 2.0]), "gpus")  # fmt: skip
+    (row,) = target_rows([series])
+    assert row["samples"] == 4
+    assert row["mean"] == pytest.approx(2.0)
+    assert row["peak"] == pytest.approx(3.0)
+    assert row["missing_share"] == pytest.approx(0.25)
+    assert row["span_days"] == pytest.approx(4 / 24, abs=0.01)

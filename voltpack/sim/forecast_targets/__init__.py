@@ -14,6 +14,7 @@ from voltpack.perf.throughput_table import load_gavel_throughputs
 from voltpack.sim.forecast_targets.demand import gavel_gpu_demand, openb_gpu_demand
 from voltpack.sim.forecast_targets.power import genai_gpu_power, row_power
 from voltpack.sim.forecast_targets.rates import azure_request_rate, genai_request_rate
+from voltpack.sim.forecast_targets.summary import target_rows
 from voltpack.sim.traces.azure_llm import CONVERSATION_TRACE, load_azure_llm_trace
 from voltpack.sim.traces.genai import DUTY_CYCLE_ARCHIVE, GENAI_FOLDER, QPS_ARCHIVE
 
@@ -25,6 +26,7 @@ __all__ = [
     "genai_request_rate",
     "openb_gpu_demand",
     "row_power",
+    "target_rows",
 ]
 
 DEMAND_STEPS_S = (600.0, 3600.0)
