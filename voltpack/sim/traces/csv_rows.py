@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from voltpack.model.errors import TraceFormatError
@@ -20,31 +20,36 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot open: {exc.strerror}") from None
     with handle:
-        reader = csv.reader(handle)
-        try:
-            header = [column.strip() for column in next(reader, [])]
-            missing = [c for c in required if c not in header]
-            if missing:
-                raise TraceFormatError(
-                    f"{path}:1: header lacks column(s) {', '.join(missing)}; "
-                    f"expected at least {','.join(required)}"
-                )
-            for fields in reader:
-                line = reader.line_num
-                if not fields:
-                    continue
-                if len(fields) != len(header):
-                    lacking = (
-                        f"; field {header[len(fields)]} is missing"
-                        if len(fields) < len(header)
-                        else ""
-                    )
-                    raise TraceFormatError(
-                        f"{path}:{line}: expected {len(header)} fields, found {len(fields)}"
-                        + lacking
-                    )
-                yield line, dict(zip(header, fields, strict=True))
-        except UnicodeDecodeError as exc:
+        yield from csv_lines_rows(handle, str(path), required)
+
+
+def csv_lines_rows(
+    lines: Iterable[str], origin: str, required: tuple[str, ...]
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """As `csv_rows`, for text lines from any source (e.g. a member of a tar archive);
+    `origin` names the source in error messages."""
+    reader = csv.reader(lines)
+    try:
+        header = [column.strip() for column in next(reader, [])]
+        missing = [c for c in required if c not in header]
+        if missing:
             raise TraceFormatError(
-                f"{path}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
-            ) from None
+                f"{origin}:1: header lacks column(s) {', '.join(missing)}; "
+                f"expected at least {','.join(required)}"
+            )
+        for fields in reader:
+            line = reader.line_num
+            if not fields:
+                continue
+            if len(fields) != len(header):
+                lacking = (
+                    f"; field {header[len(fields)]} is missing" if len(fields) < len(header) else ""
+                )
+                raise TraceFormatError(
+                    f"{origin}:{line}: expected {len(header)} fields, found {len(fields)}" + lacking
+                )
+            yield line, dict(zip(header, fields, strict=True))
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(
+            f"{origin}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
+        ) from None
