@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 import uvicorn
 from kubernetes.client import CustomObjectsApi
@@ -23,8 +24,12 @@ from voltpack import __version__
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth, StaticTokens
 from voltpack.emulator import EmulatorConfig, EmulatorState, serve
+from voltpack.forecast.capacity import plan_capacity
+from voltpack.forecast.headroom import power_headroom
+from voltpack.forecast.registry import make_forecaster
+from voltpack.forecast.series import TimeSeries
 from voltpack.live_demo import ClusterCounts, run_live_demo
-from voltpack.model.errors import VoltpackError
+from voltpack.model.errors import ForecastError, VoltpackError
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.connect import api_client
 from voltpack.operator.gpunode_sync import GpuNodeSync
@@ -48,6 +53,8 @@ from voltpack.sim.datasets import (
     openb_dir,
 )
 from voltpack.sim.experiment import ArrivalOrder
+from voltpack.sim.forecast_targets import build_targets
+from voltpack.sim.forecast_targets.summary import target_rows
 from voltpack.sim.hetero import RoundConfig, RoundSimulator, parse_gavel_cluster, summarize
 from voltpack.sim.report import PolicySummary, write_reports
 from voltpack.sim.runner import ExperimentPlan, run_plan
@@ -587,3 +594,82 @@ def _publish_loop(sync: GpuNodeSync, interval_s: float, stop: threading.Event) -
 def version() -> None:
     """Print voltpack's version."""
     console.print(__version__)
+
+
+forecast_app = typer.Typer(
+    help="Forecast demand and power from the shipped traces; plan GPUs and power headroom.",
+    no_args_is_help=True,
+)
+app.add_typer(forecast_app, name="forecast")
+
+
+def _forecast_targets(quick: bool) -> list[TimeSeries]:
+    return build_targets(data_dir(), quick=quick)
+
+
+@forecast_app.command("targets")
+def forecast_targets(
+    quick: Annotated[bool, typer.Option(help="the smaller set the smoke benchmark uses")] = False,
+) -> None:
+    """List the series built from the shipped traces (name, family, step, length)."""
+    table = Table("series", "family", "unit", "step", "samples", "days", "mean", "peak")
+    for row in target_rows(_forecast_targets(quick)):
+        mean, peak = row["mean"], row["peak"]
+        table.add_row(
+            str(row["name"]), str(row["family"]), str(row["unit"]), f"{row['step_s']:g} s",
+            str(row["samples"]), str(row["span_days"]),
+            "-" if mean is None else f"{mean:.4g}", "-" if peak is None else f"{peak:.4g}",
+        )  # fmt: skip
+    wide = Console()
+    Console(width=max(wide.width, 150)).print(table)
+
+
+@forecast_app.command("plan")
+def forecast_plan(
+    series: Annotated[str, typer.Argument(help="a series name from `voltpack forecast targets`")],
+    model: Annotated[str, typer.Option(help="a forecaster name")] = "global_gbm",
+    horizon: Annotated[int, typer.Option(min=1, help="steps ahead")] = 36,
+    risk: Annotated[float, typer.Option(help="accepted chance that demand exceeds the plan")] = 0.1,
+    budget_w: Annotated[
+        float | None, typer.Option(help="the domain's budget (power series)")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="build the smaller target set")] = False,
+) -> None:
+    """Forecast one series to its end + `horizon` and say what to do: GPUs to keep free (GPU
+    demand) or the power headroom left under `--budget-w` (power)."""
+    console = Console()
+    try:
+        by_name = {s.name: s for s in _forecast_targets(quick)}
+        if series not in by_name:
+            raise ForecastError(
+                f"series: {series!r} is not a target; `voltpack forecast targets` lists them"
+            )
+        history = by_name[series]
+        forecaster = make_forecaster(model)
+        forecaster.fit_many([history])
+        levels = sorted({0.1, 0.5, 0.9, 0.99, 1.0 - risk} - {1.0})
+        (forecast,) = forecaster.predict_many(horizon, levels)
+        if history.family == "gpu_demand":
+            key = series.split("/")[2]
+            gpu_model = "any-model" if key in ("all", "any") else key
+            last = history.values[np.isfinite(history.values)]
+            plan = plan_capacity(
+                forecast, gpu_model, risk=risk, in_use_gpus=float(last[-1]) if last.size else None
+            )
+            console.print(escape(plan.explanation))
+        elif history.family == "power":
+            if budget_w is None:
+                raise ForecastError("budget_w: a power series needs --budget-w (watts)")
+            headroom = power_headroom(forecast, series, budget_w, level=1.0 - risk)
+            console.print(escape(headroom.explanation))
+        else:
+            median, high = forecast.quantile(0.5), forecast.quantile(0.9)
+            console.print(
+                f"{escape(series)}: median {median.mean():.4g} {history.unit} over the next "
+                f"{horizon} steps; 90% quantile up to {high.max():.4g}"
+            )
+        for note in forecast.notes:
+            console.print(f"note: {escape(note)}")
+    except VoltpackError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None

@@ -255,3 +255,16 @@ def test_emulator_refuses_a_malformed_token_file_naming_file_and_line(tmp_path: 
     assert result.returncode == 2
     message = " ".join(result.stderr.split())
     assert f"token file {tokens}:2: expected token,user,uid" in message
+
+
+def test_forecast_plan_says_what_to_keep_free_and_refuses_unknown_series() -> None:
+    done = voltpack("forecast", "plan", "openb/gpu_demand/all/10min", "--quick", "--risk", "0.1")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "keep" in text and "90% chance demand stays at or below" in text
+    power = voltpack("forecast", "plan", "genai/power/gpus/5min", "--quick", "--horizon", "6")
+    assert power.returncode == 2 and "--budget-w" in " ".join(power.stdout.split())
+    unknown = voltpack("forecast", "plan", "nope/x/y/z", "--quick")
+    assert unknown.returncode == 2 and "voltpack forecast targets" in " ".join(
+        unknown.stdout.split()
+    )
