@@ -21,6 +21,9 @@ RUN groupadd --gid 10001 voltpack \
        --shell /usr/sbin/nologin voltpack
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index /wheels/*.whl && rm -rf /wheels
+# Gavel's measured throughput table (MIT), the default for the operator's training allocation
+COPY data/gavel/simulation_throughputs.json data/gavel/LICENSE-gavel.txt /usr/share/voltpack/data/gavel/
+ENV VOLTPACK_DATA_DIR=/usr/share/voltpack/data
 USER 10001:10001
 # agent metrics, operator metrics, admin API
 EXPOSE 9410 9411 8080
