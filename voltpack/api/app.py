@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
 from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
+from voltpack.api.forecasts import PowerForecastView, forecast_power
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import SimulationRequest, SimulationRunner
 from voltpack.api.sources import (
@@ -20,6 +21,7 @@ from voltpack.api.sources import (
     SimulationRun,
     SourceUnavailableError,
 )
+from voltpack.forecast.registry import forecaster_names
 from voltpack.model.admin import (
     ClusterSummary,
     DryRunResult,
@@ -28,7 +30,7 @@ from voltpack.model.admin import (
     PowerDomainView,
     QueueView,
 )
-from voltpack.model.errors import PolicyError
+from voltpack.model.errors import ForecastError, PolicyError
 from voltpack.policies.schema import PolicyFile, parse_policy
 from voltpack.store import AuditEntry, DecisionPage
 
@@ -289,6 +291,38 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         """Power domains with budget, power, headroom and the actions in effect."""
         found: list[PowerDomainView] = read(deps.cluster.power_domains)
         return found
+
+    @app.get(
+        f"{API_PREFIX}/power/domains/{{name}}/forecast",
+        response_model=PowerForecastView,
+        tags=["power"],
+    )
+    def power_forecast(
+        name: str,
+        _: Annotated[Principal, Depends(require("get"))],
+        horizon_s: Annotated[float, Query(gt=0, le=7 * 86_400)] = 3600.0,
+        level: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.99,
+        history_days: Annotated[float, Query(gt=0, le=60)] = 14.0,
+        model: Annotated[str, Query(max_length=64)] = "seasonal_naive",
+        budget_w: Annotated[float | None, Query(gt=0)] = None,
+    ) -> PowerForecastView:
+        """The domain's peak power over the next `horizon_s` (quantiles, from its stored
+        history) and the headroom the `level` quantile leaves under its budget."""
+        if model not in forecaster_names():
+            raise ApiProblemError(
+                422, "invalid-model", "Unknown forecaster",
+                f"model {model!r} is not one of {sorted(forecaster_names())}",
+            )  # fmt: skip
+        since_s = time.time() - history_days * 86_400
+        buckets = read(lambda: history().power_history(name, since_s))
+        try:
+            return forecast_power(
+                name, buckets, horizon_s=horizon_s, level=level, budget_w=budget_w, model=model
+            )
+        except ForecastError as exc:
+            raise ApiProblemError(
+                422, "cannot-forecast", "Cannot forecast this domain", str(exc)
+            ) from None
 
     @app.post(
         f"{API_PREFIX}/power/domains/{{name}}/cap",

@@ -18,7 +18,7 @@ from voltpack.model.admin import (
     QueueView,
 )
 from voltpack.policies.schema import PolicyFile
-from voltpack.store import AuditEntry, DecisionPage
+from voltpack.store import AuditEntry, DecisionPage, PowerBucket
 from voltpack.store.records import SimulationStatus
 
 
@@ -92,3 +92,7 @@ class History(Protocol):
     def save_simulation(self, run: SimulationRun) -> None: ...
 
     def load_simulation(self, run_id: str) -> SimulationRun | None: ...
+
+    def power_history(self, domain: str, since_s: float | None) -> list[PowerBucket]:
+        """A domain's stored power roll-ups since `since_s`, oldest first."""
+        ...

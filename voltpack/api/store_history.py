@@ -12,6 +12,7 @@ from voltpack.store import (
     AuditEntry,
     BufferedStore,
     DecisionPage,
+    PowerBucket,
     RecordNotFoundError,
     StoreUnavailableError,
 )
@@ -52,6 +53,16 @@ class StoreHistory:
         self._store.audit(
             entry.user, entry.action, entry.target, entry.detail, entry.outcome, at_s=entry.at_s
         )
+
+    def power_history(self, domain: str, since_s: float | None) -> list[PowerBucket]:
+        """A domain's power roll-ups since `since_s`, oldest first."""
+        try:
+            buckets: list[PowerBucket] = self._store.read(
+                lambda s: s.power_history(domain, since_s=since_s)
+            )
+        except StoreUnavailableError as exc:
+            raise SourceUnavailableError(str(exc)) from None
+        return buckets
 
     def list_audit(self, limit: int) -> list[AuditEntry]:
         """The newest `limit` administrative actions."""

@@ -3,7 +3,9 @@ recording decisions into the same database and the emulator behind both."""
 
 from __future__ import annotations
 
+import math
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import example_policy_path, load_policy
-from voltpack.store import BufferedStore
+from voltpack.store import BufferedStore, PowerSample
 
 ADMIN = {"Authorization": "Bearer admin-token"}
 NAMESPACE = "voltpack-system"
@@ -248,3 +250,35 @@ def test_the_operator_records_job_history(
     assert (record.namespace, record.job, record.queue) == ("default", "train", "default")
     assert record.gpus == 8.0 and record.state in ("Scheduled", "Running")
     assert len(history()) == 1  # one job, updated in place
+
+
+def test_a_domains_power_forecast_comes_from_its_stored_history(rig: Rig) -> None:
+    """Three days of a diurnal row, stored as the operator stores it; the forecast's median
+    follows the daily shape and its headroom is the budget minus the predicted peak."""
+    url = rig.url + "/api/v1/power/domains/row-1/forecast"
+    empty = httpx.get(url, headers=ADMIN, timeout=30)
+    assert empty.status_code == 422 and "no power history" in empty.json()["detail"]
+    now = time.time()
+    start = now - 3 * 86_400
+    samples = [
+        PowerSample(
+            at_s=start + i * 60.0,
+            power_w=150_000 + 50_000 * math.sin(2 * math.pi * (i * 60.0) / 86_400),
+            budget_w=260_000,
+        )
+        for i in range(3 * 1440)
+    ]
+    rig.store.read(lambda s: s.add_power_samples("row-1", samples))
+    answer = httpx.get(url, headers=ADMIN, params={"horizon_s": 7200, "level": 0.99}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    view = answer.json()
+    assert view["budget_w"] == 260_000 and view["step_s"] == 60.0
+    assert len(view["power_w"]) == 120 and view["quantiles"][-1] == 0.99
+    phase = (view["start_s"] - start) / 86_400
+    expected = 150_000 + 50_000 * math.sin(2 * math.pi * phase)
+    median = [row[view["quantiles"].index(0.5)] for row in view["power_w"]]
+    assert abs(median[0] - expected) < 2_000
+    assert view["headroom_w"] == pytest.approx(260_000 - view["predicted_peak_w"])
+    assert "row-1" in view["explanation"]
+    bad = httpx.get(url, headers=ADMIN, params={"model": "crystal-ball"}, timeout=30)
+    assert bad.status_code == 422 and "crystal-ball" in bad.json()["detail"]
