@@ -82,12 +82,7 @@ class SeasonalNaive:
 
     def update(self, new_values: FloatArray) -> None:
         history = self._fitted()
-        merged = np.concatenate((history.values, np.asarray(new_values, dtype=np.float64)))
-        series = history.series
-        extended = TimeSeries(
-            series.name, series.family, series.step_s, series.start_s, merged, series.unit,
-            series.seasons, series.nonnegative,
-        )  # fmt: skip
+        extended = history.series.appended(new_values)
         self._history = clean_history(extended, self.max_gap_steps)
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> QuantileForecast:

@@ -44,6 +44,14 @@ class TimeSeries:
         """Start of sample `index` (may be past the end: a forecast's steps)."""
         return self.start_s + index * self.step_s
 
+    def appended(self, new_values: FloatArray) -> TimeSeries:
+        """This series with `new_values` observed after its last sample."""
+        merged = np.concatenate((self.values, np.asarray(new_values, dtype=np.float64)))
+        return TimeSeries(
+            self.name, self.family, self.step_s, self.start_s, merged,
+            self.unit, self.seasons, self.nonnegative,
+        )  # fmt: skip
+
     def head(self, length: int) -> TimeSeries:
         """The first `length` samples (a backtest's training window)."""
         return TimeSeries(
