@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voltpack.forecast.batch import PerSeries
+from voltpack.forecast.ensemble import Ensemble
 from voltpack.forecast.ets import ExponentialSmoothing
 from voltpack.forecast.global_gbm import GlobalBoost
 from voltpack.forecast.protocol import BatchForecaster
@@ -19,6 +20,8 @@ _SUMMARIES = {
     "prediction intervals, one model per series.",
     "global_gbm": "One LightGBM direct multi-horizon model trained across all series on "
     "normalised lags, seasonal lags and calendar features, with split-conformal quantiles.",
+    "ensemble": "The mean of the ets and global_gbm medians, with quantiles re-calibrated by "
+    "split conformal on each series' own recent forecast errors.",
 }
 
 
@@ -33,6 +36,7 @@ def make_forecaster(name: str, **params: Any) -> BatchForecaster:
         "seasonal_naive": lambda: PerSeries(lambda: SeasonalNaive(**params)),
         "ets": lambda: PerSeries(lambda: ExponentialSmoothing(**params)),
         "global_gbm": lambda: GlobalBoost(**params),
+        "ensemble": lambda: Ensemble(**params),
     }
     if name not in builders:
         raise ForecastError(f"unknown forecaster {name!r}; known: {sorted(builders)}")

@@ -1,0 +1,101 @@
+"""The `ensemble` model on synthetic seasonal series: it recovers the pattern, its re-calibrated
+intervals cover about their nominal share, and bad histories never give NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voltpack.forecast.backtest import backtest, summarise
+from voltpack.forecast.registry import make_forecaster
+from voltpack.forecast.series import TimeSeries
+from voltpack.model.errors import ForecastError
+
+QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
+SEASON = 24
+SMALL = {
+    "max_horizon": SEASON,
+    "gbm": {"rows": 20_000, "calibration_rows": 20_000, "n_estimators": 60},
+}
+
+
+def pattern(length: int, phase: int = 0) -> np.ndarray:
+    steps = np.arange(length) + phase
+    return 50.0 + 20.0 * np.sin(2 * np.pi * steps / SEASON) + 8.0 * (steps % SEASON < 3)
+
+
+def noisy(seed: int, length: int = 24 * 40, noise: float = 2.0) -> TimeSeries:
+    rng = np.random.default_rng(seed)
+    values = pattern(length, phase=seed) + rng.normal(0.0, noise, length)
+    return TimeSeries(f"synthetic/{seed}", "power", 3600.0, 0.0, values, "watts", (SEASON,))
+
+
+def test_ensemble_recovers_the_seasonal_pattern() -> None:
+    series = noisy(1)
+    model = make_forecaster("ensemble", **SMALL)
+    model.fit(series)
+    forecast = model.predict(SEASON, QUANTILES)
+    truth = pattern(len(series) + SEASON, phase=1)[len(series) :]
+    assert np.abs(forecast.quantile(0.5) - truth).mean() < 2.0
+    assert forecast.start_s == series.time_s(len(series))
+    assert forecast.model == "ensemble"
+    # noise sd 2: the 80% interval is about 2 x 1.28 x 2 wide, not degenerate or huge
+    width = forecast.quantile(0.9) - forecast.quantile(0.1)
+    assert 3.0 < width.mean() < 9.0
+
+
+def test_ensemble_intervals_cover_near_nominal_on_synthetic_noise() -> None:
+    histories = [noisy(seed, length=24 * 30) for seed in range(8)]
+    metrics = backtest(
+        lambda: make_forecaster("ensemble", **SMALL), histories, [12], windows=4, min_train=480
+    )
+    summary = summarise(metrics)
+    # 8 series x 4 windows x 12 steps = 384 checks per level
+    assert abs(summary["coverage_80"] - 0.80) < 0.08
+    assert abs(summary["coverage_98"] - 0.98) < 0.03
+
+
+def test_ensemble_update_moves_the_origin() -> None:
+    series = noisy(4)
+    model = make_forecaster("ensemble", **SMALL)
+    model.fit(series.head(len(series) - 5))
+    model.update(series.values[-5:])
+    forecast = model.predict(3, QUANTILES)
+    assert forecast.start_s == series.time_s(len(series))
+    truth = pattern(len(series) + 3, phase=4)[len(series) :]
+    assert np.abs(forecast.quantile(0.5) - truth).mean() < 5.0
+
+
+def test_ensemble_never_nan_on_bad_histories() -> None:
+    gappy = noisy(5).values.copy()
+    gappy[:7] = np.nan  # leading gap: dropped
+    gappy[300:310] = np.nan  # inner gap: filled
+    gappy[500] = np.inf
+    histories = [
+        TimeSeries("gappy", "power", 3600.0, 0.0, gappy, "watts", (SEASON,)),
+        TimeSeries("short", "power", 3600.0, 0.0, noisy(6).values[:60], "watts", (SEASON,)),
+        TimeSeries("flat", "power", 3600.0, 0.0, np.full(600, 3.0), "watts", (SEASON,)),
+        TimeSeries("tiny", "power", 3600.0, 0.0, np.array([1.0, 2.0, 1.5]), "watts", ()),
+    ]
+    model = make_forecaster("ensemble", **SMALL)
+    model.fit_many(histories)
+    forecasts = model.predict_many(30, QUANTILES)
+    for forecast in forecasts:
+        assert np.isfinite(forecast.values).all()
+        assert (np.diff(forecast.values, axis=1) >= 0).all()
+        assert forecast.values.min() >= 0.0
+    gappy_notes, short_notes, flat_notes, _ = (f.notes for f in forecasts)
+    assert any("filled" in note for note in gappy_notes)
+    assert any("not re-calibrated" in note for note in short_notes)
+    assert "constant history" in flat_notes
+    np.testing.assert_array_equal(forecasts[2].values, 3.0)
+
+
+def test_ensemble_rejects_negative_values_and_predict_before_fit() -> None:
+    model = make_forecaster("ensemble", **SMALL)
+    with pytest.raises(ForecastError, match="before fit"):
+        model.predict(3, QUANTILES)
+    values = noisy(7).values.copy()
+    values[100] = -5.0
+    with pytest.raises(ForecastError, match="negative value"):
+        model.fit(TimeSeries("neg", "power", 3600.0, 0.0, values, "watts", (SEASON,)))

@@ -1,0 +1,216 @@
+"""A combination of `ets` and `global_gbm`, re-calibrated by split conformal on recent history.
+
+Point forecast: the mean of the two models' medians (the median of two forecasts). Its spread
+at step h, `width[h]`, is the mean of the two models' 80% interval widths divided by
+2 z(0.9) (a standard deviation if the intervals were Gaussian), so it grows with the horizon as
+the models say. Quantile q is `point + width * offset(q)`, where `offset` is the finite-sample
+conformal quantile (`conformal.conformal_quantile`) of the series' own scores
+`(actual - point) / width`, pooled over horizons.
+
+The scores come from the end of the history: both models are fitted on the history without
+its last `tail` samples, then walked through the tail with `update` (no re-estimation) and
+asked for `max_horizon` steps from `calibration_origins` origins `stride` samples apart; after
+the walk both have seen the whole history and forecast from its end. A series too short for at
+least `MIN_ORIGINS` origins (and `min_fit_samples` to fit on) is not re-calibrated: its
+quantiles are the mean of the two models' quantiles (note "not re-calibrated").
+
+Bad histories go through `history.clean_history` and each model's own fallbacks (their notes
+are kept); a constant history forecasts its value with a zero-width interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from voltpack.forecast.conformal import conformal_quantile
+from voltpack.forecast.ets import ExponentialSmoothing
+from voltpack.forecast.global_gbm import GlobalBoost
+from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
+from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
+from voltpack.model.errors import ForecastError
+
+MIN_ORIGINS = 4
+WIDTH_LEVELS = (0.1, 0.5, 0.9)
+Z_80 = 2.0 * float(norm.ppf(0.9))
+
+
+@dataclass
+class _Member:
+    history: CleanHistory
+    ets: ExponentialSmoothing
+    scores: FloatArray | None = None  # sorted conformal scores; None: not re-calibrated
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Ensemble:
+    """Mean of the `ets` and `global_gbm` medians with split-conformal quantiles per series."""
+
+    name = "ensemble"
+
+    def __init__(
+        self,
+        max_horizon: int = 48,
+        calibration_origins: int = 24,
+        stride: int | None = None,
+        min_fit_samples: int = 200,
+        gbm: dict[str, Any] | None = None,
+        ets: dict[str, Any] | None = None,
+        max_gap_steps: int | None = None,
+    ) -> None:
+        if max_horizon < 1 or calibration_origins < 0:
+            raise ForecastError("max_horizon must be >= 1 and calibration_origins >= 0")
+        self.max_horizon = max_horizon
+        self.calibration_origins = calibration_origins
+        self.stride = stride if stride is not None else max(1, max_horizon // 4)
+        self.min_fit_samples = min_fit_samples
+        self.gbm_params = {"max_horizon": max_horizon, **(gbm or {})}
+        self.ets_params = dict(ets or {})
+        self.max_gap_steps = max_gap_steps
+        self._members: list[_Member] = []
+        self._gbm: GlobalBoost | None = None
+
+    # --- the single-series protocol ------------------------------------------------------
+    def fit(self, history: TimeSeries) -> None:
+        self.fit_many([history])
+
+    def update(self, new_values: FloatArray) -> None:
+        self.update_many([new_values])
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> QuantileForecast:
+        return self.predict_many(horizon, quantiles)[0]
+
+    # --- many series at once ---------------------------------------------------------------
+    def fit_many(self, histories: Sequence[TimeSeries]) -> None:
+        """Fit both models on every history minus its tail, then score them on the tail."""
+        if not histories:
+            raise ForecastError(f"{self.name}: fit_many needs at least one series")
+        cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
+        origins = [self._origins(len(c.values)) for c in cleaned]
+        tails = [self._tail(k) for k in origins]
+        heads = [c.series.head(len(c.values) - t) for c, t in zip(cleaned, tails, strict=True)]
+        members = []
+        for clean, head in zip(cleaned, heads, strict=True):
+            model = ExponentialSmoothing(max_gap_steps=self.max_gap_steps, **self.ets_params)
+            model.fit(head)
+            members.append(_Member(clean, model))
+        gbm = GlobalBoost(max_gap_steps=self.max_gap_steps, **self.gbm_params)
+        gbm.fit_many(heads)
+        self._members, self._gbm = members, gbm
+        scores: list[list[FloatArray]] = [[] for _ in members]
+        position = [len(h) for h in heads]
+        for step in range(max(origins, default=0)):
+            boosted = gbm.predict_many(self.max_horizon, WIDTH_LEVELS)
+            updates: list[FloatArray] = []
+            for i, member in enumerate(members):
+                values = member.history.values
+                if step >= origins[i]:
+                    updates.append(values[:0])
+                    continue
+                ahead = values[position[i] : position[i] + self.max_horizon]
+                smoothed = member.ets.predict(self.max_horizon, WIDTH_LEVELS).values
+                point, width = _combine(smoothed, boosted[i].values, _floor(values))
+                scores[i].append((ahead - point[: ahead.size]) / width[: ahead.size])
+                end = len(values) if step + 1 == origins[i] else position[i] + self.stride
+                updates.append(values[position[i] : end])
+                member.ets.update(updates[-1])
+                position[i] = end
+            gbm.update_many(updates)
+        for member, own in zip(members, scores, strict=True):
+            if own:
+                member.scores = np.sort(np.concatenate(own))
+            elif not member.history.constant:
+                member.notes = ("not re-calibrated: history too short",)
+
+    def update_many(self, new_values: Sequence[FloatArray]) -> None:
+        """Append new samples to each series (same order as fitted); no re-estimation."""
+        gbm = self._fitted()
+        if len(new_values) != len(self._members):
+            raise ForecastError(
+                f"{self.name}: {len(new_values)} updates for {len(self._members)} series"
+            )
+        for member, values in zip(self._members, new_values, strict=True):
+            series = member.history.series
+            merged = np.concatenate((series.values, np.asarray(values, dtype=np.float64)))
+            extended = TimeSeries(
+                series.name, series.family, series.step_s, series.start_s, merged,
+                series.unit, series.seasons, series.nonnegative,
+            )  # fmt: skip
+            member.history = clean_history(extended, self.max_gap_steps)
+            member.ets.update(values)
+        gbm.update_many(new_values)
+
+    def predict_many(self, horizon: int, quantiles: Sequence[float]) -> list[QuantileForecast]:
+        """Forecasts of every fitted series, in the order they were fitted."""
+        gbm = self._fitted()
+        if horizon < 1:
+            raise ForecastError(f"horizon must be >= 1, got {horizon}")
+        levels = check_quantiles(quantiles)
+        asked = tuple(sorted(set(levels) | set(WIDTH_LEVELS)))
+        columns = [asked.index(q) for q in levels]
+        width_columns = [asked.index(q) for q in WIDTH_LEVELS]
+        boosted = gbm.predict_many(horizon, asked)
+        out: list[QuantileForecast] = []
+        for member, boost in zip(self._members, boosted, strict=True):
+            series = member.history.series
+            smoothed = member.ets.predict(horizon, asked)
+            notes = _merge(member.history.notes, smoothed.notes, boost.notes, member.notes)
+            if member.history.constant:
+                table = np.full((horizon, len(levels)), series.values[-1])
+            elif member.scores is None:
+                table = 0.5 * (smoothed.values[:, columns] + boost.values[:, columns])
+            else:
+                point, width = _combine(
+                    smoothed.values[:, width_columns],
+                    boost.values[:, width_columns],
+                    _floor(series.values),
+                )
+                offsets = np.array([conformal_quantile(member.scores, q) for q in levels])
+                table = point[:, None] + width[:, None] * offsets[None, :]
+            final = finalize_quantiles(series.name, table, series.nonnegative)
+            start = series.time_s(len(series))
+            out.append(
+                QuantileForecast(series.name, self.name, start, series.step_s, levels, final, notes)
+            )
+        return out
+
+    # --- internals ---------------------------------------------------------------------------
+    def _origins(self, length: int) -> int:
+        """Calibration origins that fit in a history of `length` samples (0: none)."""
+        room = length - self.min_fit_samples - self.max_horizon
+        count = min(self.calibration_origins, room // self.stride + 1) if room >= 0 else 0
+        return count if count >= MIN_ORIGINS else 0
+
+    def _tail(self, origins: int) -> int:
+        return (origins - 1) * self.stride + self.max_horizon if origins else 0
+
+    def _fitted(self) -> GlobalBoost:
+        if self._gbm is None:
+            raise ForecastError(f"{self.name}: predict or update called before fit")
+        return self._gbm
+
+
+def _combine(
+    smoothed: FloatArray, boosted: FloatArray, floor: float
+) -> tuple[FloatArray, FloatArray]:
+    """Point (mean of the medians) and width from two [h, (0.1, 0.5, 0.9)] tables."""
+    point = 0.5 * (smoothed[:, 1] + boosted[:, 1])
+    spread = 0.5 * ((smoothed[:, 2] - smoothed[:, 0]) + (boosted[:, 2] - boosted[:, 0]))
+    return point, np.maximum(spread / Z_80, floor)
+
+
+def _floor(values: FloatArray) -> float:
+    """Smallest width: a tenth of the mean absolute one-step change (tiny when constant)."""
+    change = float(np.mean(np.abs(np.diff(values)))) if values.size > 1 else 0.0
+    return max(0.1 * change, 1e-9 * max(1.0, float(np.abs(values).max())))
+
+
+def _merge(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for group in groups:
+        seen.update(dict.fromkeys(group))
+    return tuple(seen)
