@@ -6,10 +6,11 @@ from collections.abc import Callable, Sequence
 
 from voltpack.forecast.protocol import Forecaster
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries
+from voltpack.forecast.single_from_batch import SingleFromBatch
 from voltpack.model.errors import ForecastError
 
 
-class PerSeries:
+class PerSeries(SingleFromBatch):
     """One independent copy of a single-series model per series (no shared strength).
 
     The first series (in `fit`) is also served by the single-series protocol."""
@@ -18,15 +19,6 @@ class PerSeries:
         self._factory = factory
         self.name = factory().name
         self._models: list[Forecaster] = []
-
-    def fit(self, history: TimeSeries) -> None:
-        self.fit_many([history])
-
-    def update(self, new_values: FloatArray) -> None:
-        self.update_many([new_values])
-
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> QuantileForecast:
-        return self.predict_many(horizon, quantiles)[0]
 
     def fit_many(self, histories: Sequence[TimeSeries]) -> None:
         models = []

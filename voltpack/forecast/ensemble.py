@@ -32,6 +32,7 @@ from voltpack.forecast.ets import ExponentialSmoothing
 from voltpack.forecast.global_gbm import GlobalBoost
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
+from voltpack.forecast.single_from_batch import SingleFromBatch
 from voltpack.model.errors import ForecastError
 
 MIN_ORIGINS = 4
@@ -47,7 +48,7 @@ class _Member:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-class Ensemble:
+class Ensemble(SingleFromBatch):
     """Mean of the `ets` and `global_gbm` medians with split-conformal quantiles per series."""
 
     name = "ensemble"
@@ -73,16 +74,6 @@ class Ensemble:
         self.max_gap_steps = max_gap_steps
         self._members: list[_Member] = []
         self._gbm: GlobalBoost | None = None
-
-    # --- the single-series protocol ------------------------------------------------------
-    def fit(self, history: TimeSeries) -> None:
-        self.fit_many([history])
-
-    def update(self, new_values: FloatArray) -> None:
-        self.update_many([new_values])
-
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> QuantileForecast:
-        return self.predict_many(horizon, quantiles)[0]
 
     # --- many series at once ---------------------------------------------------------------
     def fit_many(self, histories: Sequence[TimeSeries]) -> None:

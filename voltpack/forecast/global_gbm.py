@@ -29,6 +29,7 @@ from voltpack.forecast.features import IntArray, Panel, features
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.seasonal_naive import SeasonalNaive
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
+from voltpack.forecast.single_from_batch import SingleFromBatch
 from voltpack.model.errors import ForecastError
 
 ROWS_PER_SAMPLE = 10
@@ -44,7 +45,7 @@ class _Member:
     spread: float = 1.0  # this series' calibration error size relative to all series
 
 
-class GlobalBoost:
+class GlobalBoost(SingleFromBatch):
     """Global LightGBM direct multi-horizon point model with split-conformal quantiles."""
 
     name = "global_gbm"
@@ -89,16 +90,6 @@ class GlobalBoost:
         self._members: list[_Member] = []
         self._booster: Any = None
         self._conformal: HorizonConformal | None = None
-
-    # --- the single-series protocol ------------------------------------------------------
-    def fit(self, history: TimeSeries) -> None:
-        self.fit_many([history])
-
-    def update(self, new_values: FloatArray) -> None:
-        self.update_many([new_values])
-
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> QuantileForecast:
-        return self.predict_many(horizon, quantiles)[0]
 
     # --- many series at once ---------------------------------------------------------------
     def fit_many(self, histories: Sequence[TimeSeries]) -> None:
