@@ -27,6 +27,7 @@ from voltpack.api.server import serving  # noqa: F401 - shared by the API tests
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.policies.schema import parse_policy
 
 TIME_FACTOR = 0.001
 """Wall seconds per simulated second: a pod asking for 100 s finishes after 0.1 s."""
@@ -208,4 +209,30 @@ def operator_thread(url: str, config: OperatorConfig) -> Iterator[Operator]:
     finally:
         stop.set()
         thread.join(timeout=15)
+        api.close()
+
+
+@contextmanager
+def cycle_driven_operator(url: str, policy_text: str, identity: str) -> Iterator[Operator]:
+    """An operator whose caches watch the cluster while the test runs its cycles by hand
+    (no loop thread, power off): deterministic cycle-by-cycle tests."""
+    api = client.ApiClient(client.Configuration(host=url))
+    config = OperatorConfig(
+        policy=parse_policy(policy_text),
+        identity=identity,
+        namespace="voltpack-system",
+        lease_duration_s=30,
+        power=False,
+    )
+    operator = Operator(api, config)
+    stop = threading.Event()
+    for cache in (operator.nodes, operator.pods, operator.jobs, operator.queues):
+        cache.start(stop)
+    operator.nodes.wait_synced(20)
+    operator.pods.wait_synced(20)
+    try:
+        yield operator
+    finally:
+        stop.set()
+        operator.elector.release()
         api.close()

@@ -9,7 +9,6 @@ that lands on the V100 node got there because of the allocation.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,13 +16,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import cycle_driven_operator, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.crds import install_crds
 from voltpack.operator.cycle import CyclePlan
-from voltpack.operator.runner import Operator, OperatorConfig
-from voltpack.policies.schema import parse_policy
+from voltpack.operator.runner import Operator
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"
@@ -96,26 +94,8 @@ class Driver:
 
 @contextmanager
 def driven_operator(emulator: RunningEmulator, policy: str = POLICY) -> Iterator[Driver]:
-    api = client.ApiClient(client.Configuration(host=emulator.url))
-    config = OperatorConfig(
-        policy=parse_policy(policy),
-        identity="op-h",
-        namespace=LEASE_NAMESPACE,
-        lease_duration_s=30,
-        power=False,
-    )
-    operator = Operator(api, config)
-    stop = threading.Event()
-    for cache in (operator.nodes, operator.pods, operator.jobs, operator.queues):
-        cache.start(stop)
-    operator.nodes.wait_synced(20)
-    operator.pods.wait_synced(20)
-    try:
+    with cycle_driven_operator(emulator.url, policy, "op-h") as operator:
         yield Driver(operator)
-    finally:
-        stop.set()
-        operator.elector.release()
-        api.close()
 
 
 def training_job(

@@ -6,7 +6,6 @@ test can say what one cycle does: reclaim and bind in the same cycle.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,12 +14,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import Kubectl, pod_manifest, wait_for
+from tests.integration.conftest import Kubectl, cycle_driven_operator, pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator
 from voltpack.operator.crds import install_crds
 from voltpack.operator.cycle import CyclePlan
-from voltpack.operator.runner import Operator, OperatorConfig
-from voltpack.policies.schema import parse_policy
+from voltpack.operator.runner import Operator
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"
@@ -70,26 +68,8 @@ class Driver:
 
 @contextmanager
 def driven_operator(emulator: RunningEmulator, core: client.CoreV1Api) -> Iterator[Driver]:
-    api = client.ApiClient(client.Configuration(host=emulator.url))
-    config = OperatorConfig(
-        policy=parse_policy(POLICY),
-        identity="op-q",
-        namespace=LEASE_NAMESPACE,
-        lease_duration_s=30,
-        power=False,
-    )
-    operator = Operator(api, config)
-    stop = threading.Event()
-    for cache in (operator.nodes, operator.pods, operator.jobs, operator.queues):
-        cache.start(stop)
-    operator.nodes.wait_synced(20)
-    operator.pods.wait_synced(20)
-    try:
+    with cycle_driven_operator(emulator.url, POLICY, "op-q") as operator:
         yield Driver(operator, core)
-    finally:
-        stop.set()
-        operator.elector.release()
-        api.close()
 
 
 def make_queue(custom: client.CustomObjectsApi, name: str, **spec: Any) -> None:

@@ -29,10 +29,7 @@ class PerSeries(SingleFromBatch):
         self._models = models
 
     def update_many(self, new_values: Sequence[FloatArray]) -> None:
-        if len(new_values) != len(self._models):
-            raise ForecastError(
-                f"{self.name}: {len(new_values)} updates for {len(self._models)} series"
-            )
+        self.check_update_count(len(new_values), len(self._models))
         for model, values in zip(self._models, new_values, strict=True):
             model.update(values)
 

@@ -114,17 +114,9 @@ class GlobalBoost(SingleFromBatch):
 
     def update_many(self, new_values: Sequence[FloatArray]) -> None:
         """Append new samples to each series (same order as fitted); no re-estimation."""
-        if len(new_values) != len(self._members):
-            raise ForecastError(
-                f"{self.name}: {len(new_values)} updates for {len(self._members)} series"
-            )
+        self.check_update_count(len(new_values), len(self._members))
         for member, values in zip(self._members, new_values, strict=True):
-            series = member.history.series
-            merged = np.concatenate((series.values, np.asarray(values, dtype=np.float64)))
-            extended = TimeSeries(
-                series.name, series.family, series.step_s, series.start_s, merged,
-                series.unit, series.seasons, series.nonnegative,
-            )  # fmt: skip
+            extended = member.history.series.appended(values)
             member.history = clean_history(extended, self.max_gap_steps)
             if member.fallback is not None:
                 member.fallback.update(values)

@@ -6,10 +6,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries
+from voltpack.model.errors import ForecastError
 
 
 class SingleFromBatch(ABC):
     """Base of batch forecasters: `fit`/`update`/`predict` act on a batch of one series."""
+
+    name: str
+
+    def check_update_count(self, updates: int, fitted: int) -> None:
+        """`update_many` takes one array per fitted series, in the order they were fitted."""
+        if updates != fitted:
+            raise ForecastError(f"{self.name}: {updates} updates for {fitted} series")
 
     @abstractmethod
     def fit_many(self, histories: Sequence[TimeSeries]) -> None: ...

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -27,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from voltpack.model.data_files import DATA_DIR_ENV, data_dir_candidates, find_data_dir
 from voltpack.model.errors import PolicyError, TraceFormatError
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
 from voltpack.operator.training_rounds import (
@@ -53,24 +53,19 @@ JOB_TYPE_ANNOTATION = "voltpack.io/job-type"
 MEASURED_THROUGHPUT_ANNOTATION = "voltpack.io/measured-steps-per-second"
 """On a GPUJob: the training steps per second the running job measures (written by the job)."""
 TERMINAL_JOB_PHASES = ("Succeeded", "Failed")
-DATA_DIR_ENV = "VOLTPACK_DATA_DIR"
-"""The data folder setting (the simulator's too; the operator does not import the simulator)."""
 
 
 def default_throughputs_path() -> Path:
     """The Gavel table shipped in `data/gavel/` (`$VOLTPACK_DATA_DIR`, or beside the source).
 
     Raises PolicyError naming `spec.allocation.throughputs` when this installation has no
-    `data/` folder with it (the container image ships none: mount it, or name a file).
+    `data/` folder with it (mount one, or name a file).
     """
     relative = Path("gavel") / "simulation_throughputs.json"
-    candidates = []
-    if os.environ.get(DATA_DIR_ENV):
-        candidates.append(Path(os.environ[DATA_DIR_ENV]) / relative)
-    candidates.append(Path(__file__).resolve().parents[2] / "data" / relative)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
+    found = find_data_dir(relative)
+    if found is not None:
+        return found / relative
+    candidates = [folder / relative for folder in data_dir_candidates()]
     raise PolicyError(
         f"field spec.allocation.throughputs: not set, and the shipped Gavel table is not in "
         f"this installation (looked for {', '.join(map(str, candidates))}); name a "

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
-import os
 import statistics
 from pathlib import Path
 
+from voltpack.model.data_files import DATA_DIR_ENV, data_dir_candidates, find_data_dir
 from voltpack.model.errors import VoltpackError
 
-DATA_DIR_ENV = "VOLTPACK_DATA_DIR"
 OPENB_NODES = "openb_node_list_gpu_node.csv"
 OPENB_DEFAULT_PODS = "openb_pod_list_default.csv"
 
@@ -26,16 +25,14 @@ FGD_PAPER_POLICY = {
 
 def data_dir() -> Path:
     """The `data/` folder: `$VOLTPACK_DATA_DIR`, or the one beside the source tree."""
-    configured = os.environ.get(DATA_DIR_ENV)
-    candidates = [Path(configured)] if configured else []
-    candidates.append(Path(__file__).resolve().parents[2] / "data")
-    for candidate in candidates:
-        if (candidate / "openb" / OPENB_NODES).is_file():
-            return candidate
-    raise VoltpackError(
-        f"cannot find voltpack's data folder (looked in {', '.join(map(str, candidates))}); "
-        f"set {DATA_DIR_ENV} to the folder that holds openb/{OPENB_NODES}"
-    )
+    found = find_data_dir(Path("openb") / OPENB_NODES)
+    if found is None:
+        looked = ", ".join(map(str, data_dir_candidates()))
+        raise VoltpackError(
+            f"cannot find voltpack's data folder (looked in {looked}); "
+            f"set {DATA_DIR_ENV} to the folder that holds openb/{OPENB_NODES}"
+        )
+    return found
 
 
 def openb_dir() -> Path:
