@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.services import missing_service
+
 READY_TIMEOUT_S = 60.0
 """How long to wait for Prometheus to start or a condition to hold before failing a test."""
 
@@ -34,10 +36,7 @@ def require_binary(name: str) -> str:
     path = shutil.which(name) or (str(fallback) if fallback.is_file() else None)
     if path is not None:
         return path
-    message = f"{name} is not installed (`apt-get install prometheus` provides it)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    missing_service(f"{name} is not installed (`apt-get install prometheus` provides it)")
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.services import missing_service
 from voltpack.store import PostgresNotFoundError, Store, TemporaryPostgres
 
 BACKENDS = ("sqlite", "postgresql")
@@ -28,9 +29,7 @@ def postgres_server() -> Iterator[TemporaryPostgres]:
     try:
         server = TemporaryPostgres()
     except PostgresNotFoundError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs every PostgreSQL test: {error}")
-        pytest.skip(str(error))
+        missing_service(f"PostgreSQL: {error}")
     try:
         server.start()
         yield server
