@@ -123,6 +123,7 @@ class _DomainState:
     members: IntArray
     overhead_w: float
     history_w: list[float] = field(default_factory=list)
+    unthrottled_history_w: list[float] = field(default_factory=list)
     memory: Any = None
     level: str | None = None
     braking_since_s: float | None = None
@@ -146,6 +147,7 @@ class PowerController:
         self.settings = settings or ControllerSettings()
         self.ladders = LadderTable.of([gpu.ladder for gpu in self.gpus])
         self.rung: IntArray = np.zeros(len(self.gpus), dtype=np.int64)
+        self._last_unthrottled_w: FloatArray = np.full(len(self.gpus), np.nan)
         overhead = node_overhead_w or {}
         nodes = np.array([gpu.node for gpu in self.gpus], dtype=object)
         self._domains: dict[str, _DomainState] = {}
@@ -169,6 +171,7 @@ class PowerController:
             if old is None:
                 continue
             state.history_w = list(old.history_w)
+            state.unthrottled_history_w = list(old.unthrottled_history_w)
             state.memory, state.level, state.braking_since_s = (
                 old.memory, old.level, old.braking_since_s,
             )  # fmt: skip
@@ -186,6 +189,7 @@ class PowerController:
         worst_w = self.ladders.at(self.ladders.bound_w, loosest)
         reading_w = np.where(np.isnan(telemetry.power_w), worst_w, telemetry.power_w)
         accounted_w = np.where(stale, worst_w, reading_w)
+        unthrottled_w = self._unthrottled(accounted_w, applied)
         wanted = np.where(stale & ~telemetry.high_priority, self.ladders.top, 0).astype(np.int64)
         reports: list[DomainReport] = []
         events: list[PowerEvent] = []
@@ -193,12 +197,24 @@ class PowerController:
             state = self._domains[domain.name]
             rung, report = self._step_domain(
                 domain.name, domain.budget_w, state, now_s, telemetry, stale, late, reading_w,
-                accounted_w, loosest, events,
+                accounted_w, unthrottled_w, loosest, events,
             )  # fmt: skip
             wanted[state.members] = np.maximum(wanted[state.members], rung)
             reports.append(report)
         self.rung = np.minimum(wanted, self.ladders.top)
         return PowerDecision(self.rung.copy(), tuple(reports), tuple(events), self.gpus)
+
+    def _unthrottled(self, accounted_w: FloatArray, applied: IntArray | None) -> FloatArray:
+        """Each GPU's power had it not been slowed: its reading scaled back from the rung it
+        was read at; a capped reading hides the demand, so a capped GPU keeps its last estimate
+        from an uncapped reading."""
+        read_at = np.maximum(applied, 0) if applied is not None else self.rung
+        estimate = self.ladders.estimate_w(accounted_w, read_at, read_at * 0)
+        capped = read_at >= self.ladders.top
+        known = ~np.isnan(self._last_unthrottled_w)
+        estimate = np.where(capped & known, self._last_unthrottled_w, estimate)
+        self._last_unthrottled_w = estimate
+        return estimate
 
     def _step_domain(
         self,
@@ -211,6 +227,7 @@ class PowerController:
         late: BoolArray,
         reading_w: FloatArray,
         accounted_w: FloatArray,
+        unthrottled_w: FloatArray,
         loosest: IntArray,
         events: list[PowerEvent],
     ) -> tuple[IntArray, DomainReport]:
@@ -218,6 +235,8 @@ class PowerController:
         power_w = float(accounted_w[members].sum()) + state.overhead_w
         state.history_w.append(power_w)
         del state.history_w[: -self._history_len]
+        state.unthrottled_history_w.append(float(unthrottled_w[members].sum()) + state.overhead_w)
+        del state.unthrottled_history_w[: -self._history_len]
         view = DomainView(
             name=name,
             budget_w=budget_w,
@@ -225,6 +244,8 @@ class PowerController:
             interval_s=self.settings.interval_s,
             actuation_latency_s=self.settings.actuation_latency_s,
             history_w=np.array(state.history_w),
+            unthrottled_w=unthrottled_w[members],
+            unthrottled_history_w=np.array(state.unthrottled_history_w),
             power_w=accounted_w[members],
             rung=self.rung[members],
             high_priority=telemetry.high_priority[members],

@@ -232,7 +232,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     delay = scenario.telemetry_delay_s
     pending: deque[np.ndarray] = deque(np.zeros(n, dtype=np.int64) for _ in range(latency_ticks))
     applied = np.zeros(n, dtype=np.int64)
-    readings: deque[FloatArray] = deque()
+    readings: deque[tuple[FloatArray, np.ndarray]] = deque()
     high = np.arange(n) < workload.n_high
     training = np.arange(n) >= n_inf
     actions = brakes = 0
@@ -267,14 +267,14 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
                 None if train_limit_arg is None else train_limit_arg[:, 0],
             )) % 1.0  # fmt: skip
         row_power[t] = power.sum()
-        readings.append(power)
+        readings.append((power, applied.copy()))
         if controller is None:
             continue
         if len(readings) > delay:
-            seen = readings.popleft()
+            seen, read_at_rung = readings.popleft()
             decision = controller.step(
                 float(t),
-                Telemetry(seen, np.full(n, float(t - delay)), high, applied.copy(), training),
+                Telemetry(seen, np.full(n, float(t - delay)), high, read_at_rung, training),
             )
             actions += int(np.sum(decision.rung > controller_previous(pending, applied)))
             brakes += sum(1 for e in decision.events if e.reason == "EmergencyBrake")

@@ -5,10 +5,21 @@ quantile of the rises seen over that horizon in the recent past), and when the p
 `target_fraction` of the budget it raises GPUs one rung at a time until the estimated saving
 covers the excess: first low-priority work that loses only latency when slowed (request-driven
 inference), then low-priority work that loses throughput (training), and high priority only
-when no low-priority GPU has anything left to give; within a group, the GPUs that save the
-most watts first. When the prediction falls below `release_fraction` of the budget, nothing
-was raised for `hold_s` and no reading is late, it steps GPUs back down in the reverse order,
-never more than keeps the prediction under the release level.
+when no low-priority GPU has anything left to give. Within a group it fills level by level:
+every GPU of the group reaches rung k before any goes to rung k + 1 (power falls faster than
+speed as the clock drops, so many shallow locks cost less speed per watt than a few deep ones),
+and at one level the GPUs that save the most watts go first. When the prediction falls below
+`release_fraction` of the budget, nothing was raised for `hold_s` and no reading is late, it
+steps GPUs back down in the reverse order (high priority first, deepest rung first), never more
+than keeps the prediction under the release level.
+
+The rises are measured on the domain's unthrottled power (each reading scaled back to no
+action; a capped GPU keeps its last uncapped estimate, `voltpack.power.controller`), so the jump
+a release itself causes is not mistaken for the workload rising; measured on the power as drawn,
+every release widened the predicted rise, which held more GPUs slowed, a loop that ended with
+high priority capped while the row drew 56 % of its budget (52 servers, issue 6 benchmark). The
+readings lag the commands by the actuation latency, so the policy judges the commanded rungs by
+their estimated power (a step already taken is neither repeated nor undone before it shows).
 """
 
 from __future__ import annotations
@@ -73,17 +84,27 @@ class HeadroomPolicy:
         self.params = params or HeadroomParams()
 
     def rise_w(self, view: DomainView) -> float:
-        """The rise to expect over one control interval plus the actuation latency."""
+        """The rise of the unthrottled power to expect over one control interval plus the
+        actuation latency."""
         horizon = int(np.ceil((view.interval_s + view.actuation_latency_s) / view.interval_s))
         window = max(horizon + 1, int(self.params.window_s / view.interval_s))
-        return predicted_rise_w(view.history_w[-window:], horizon, self.params.rise_quantile)
+        history = (
+            view.history_w if view.unthrottled_history_w is None else (view.unthrottled_history_w)
+        )
+        return predicted_rise_w(history[-window:], horizon, self.params.rise_quantile)
 
     def plan(self, view: DomainView, memory: Any) -> DomainPlan:
         """Raise to cover the predicted excess, or release within the release level."""
         state = memory if isinstance(memory, _Memory) else _Memory(-np.inf)
         if view.now_s - state.rise_at_s >= self.params.refresh_s:
             state = replace(state, rise_w=self.rise_w(view), rise_at_s=view.now_s)
-        predicted = view.power_now_w + state.rise_w
+        # The readings lag the commands by the actuation latency: judge the commanded rungs
+        # by their estimated power, so a step already taken is neither repeated nor undone;
+        # release only when the measured power agrees.
+        commanded_w = view.power_now_w + float(
+            np.sum(_estimates(view, view.rung)) - np.sum(view.power_w)
+        )
+        predicted = commanded_w + state.rise_w
         target = self.params.target_fraction * view.budget_w
         release = self.params.release_fraction * view.budget_w
         rung = view.rung.copy()
@@ -93,7 +114,7 @@ class HeadroomPolicy:
             state = replace(state, last_raise_s=view.now_s) if changed else state
             level = "shedding"
         elif (
-            predicted < release
+            (predicted := max(predicted, view.power_now_w + state.rise_w)) < release
             and view.now_s - state.last_raise_s >= self.params.hold_s
             and not view.any_late
         ):
@@ -105,11 +126,12 @@ class HeadroomPolicy:
 
 
 def _estimates(view: DomainView, rung: IntArray) -> FloatArray:
-    return view.ladders.estimate_w(view.power_w, view.rung, rung)
+    return view.estimate_w(rung)
 
 
 def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
-    """Step GPUs up until the estimated saving covers `need_w`, low priority first."""
+    """Step GPUs up until the estimated saving covers `need_w`: low priority first, and
+    within a group the GPUs on the lowest rung first."""
     rung = rung.copy()
     for group in view.shed_groups():
         while need_w > 0:
@@ -120,6 +142,7 @@ def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
             candidates = candidates[saving[candidates] > SAVING_EPSILON_W]
             if candidates.size == 0:
                 break
+            candidates = candidates[rung[candidates] == rung[candidates].min()]
             order = candidates[np.argsort(-saving[candidates], kind="stable")]
             total = np.cumsum(saving[order])
             count = int(np.searchsorted(total, need_w)) + 1
@@ -132,20 +155,23 @@ def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
 
 
 def release_rungs(view: DomainView, rung: IntArray, room_w: float) -> IntArray:
-    """Step GPUs down one rung while the estimated increase fits in `room_w`, high first."""
+    """Step GPUs down one rung while the estimated increase fits in `room_w`: high priority
+    first, and within a group the GPUs on the highest rung first."""
     rung = rung.copy()
     for group in reversed(view.shed_groups()):
-        candidates = np.flatnonzero(group & (rung > 0) & ~view.stale)
-        if candidates.size == 0:
-            continue
-        down = np.maximum(rung - 1, 0)
-        increase = _estimates(view, down) - _estimates(view, rung)
-        order = candidates[np.argsort(increase[candidates], kind="stable")]
-        total = np.cumsum(np.maximum(increase[order], 0.0))
-        count = int(np.searchsorted(total, room_w, side="right"))
-        chosen = order[:count]
-        rung[chosen] = down[chosen]
-        room_w -= float(total[count - 1]) if count else 0.0
-        if count < candidates.size:
-            break
+        while True:
+            candidates = np.flatnonzero(group & (rung > 0) & ~view.stale)
+            if candidates.size == 0:
+                break
+            candidates = candidates[rung[candidates] == rung[candidates].max()]
+            down = np.maximum(rung - 1, 0)
+            increase = _estimates(view, down) - _estimates(view, rung)
+            order = candidates[np.argsort(increase[candidates], kind="stable")]
+            total = np.cumsum(np.maximum(increase[order], 0.0))
+            count = int(np.searchsorted(total, room_w, side="right"))
+            chosen = order[:count]
+            rung[chosen] = down[chosen]
+            room_w -= float(total[count - 1]) if count else 0.0
+            if count < candidates.size:
+                return rung
     return rung

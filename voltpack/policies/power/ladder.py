@@ -139,7 +139,7 @@ class LadderTable:
         """Power each GPU would draw at `to_rung`, given it draws `power_w` at `from_rung`."""
         idle_from = self.at(self.idle_w, from_rung)
         dyn_from = np.maximum(self.at(self.full_w, from_rung) - idle_from, 1e-9)
-        activity = np.clip((power_w - idle_from) / dyn_from, 0.0, None)
+        activity = np.clip((power_w - idle_from) / dyn_from, 0.0, 1.0)
         idle_to = self.at(self.idle_w, to_rung)
         dyn_to = self.at(self.full_w, to_rung) - idle_to
         return np.minimum(idle_to + activity * dyn_to, self.at(self.limit_w, to_rung))

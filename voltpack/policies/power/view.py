@@ -34,6 +34,13 @@ class DomainView:
     late: BoolArray | None = None
     """GPUs whose last reading is older than `late_after_s` but not yet stale: a policy should
     not give watts back on their account. None: none are late."""
+    unthrottled_w: FloatArray | None = None
+    """Each GPU's power had it not been slowed (its reading scaled back to no action; a
+    capped GPU's last estimate from an uncapped reading). None: not known."""
+    unthrottled_history_w: FloatArray | None = None
+    """What the domain would have drawn at past ticks had no GPU been slowed (each reading
+    scaled back to no action from the rung it was taken at), oldest first. Its rises are the
+    workload's own, free of the steps a policy's releases cause. None: not known."""
     throughput_bound: BoolArray | None = None
     """GPUs whose work loses throughput when slowed (training, batch jobs); request-driven
     inference below saturation loses only latency. None: all are."""
@@ -50,6 +57,12 @@ class DomainView:
         if self.throughput_bound is None:
             return [low, self.high_priority]
         return [low & ~self.throughput_bound, low & self.throughput_bound, self.high_priority]
+
+    def estimate_w(self, rung: IntArray) -> FloatArray:
+        """Each GPU's estimated power at `rung` (from its unthrottled power when known)."""
+        if self.unthrottled_w is None:
+            return self.ladders.estimate_w(self.power_w, self.rung, rung)
+        return self.ladders.estimate_w(self.unthrottled_w, rung * 0, rung)
 
     @property
     def power_now_w(self) -> float:
