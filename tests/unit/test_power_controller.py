@@ -185,3 +185,24 @@ def test_a_new_controller_reports_its_first_level_without_an_event() -> None:
     c = controller(budget_w=4000, policy="thresholds")
     first = c.step(0.0, telemetry([100] * 8, 0.0, [True] * 8))
     assert first.domains[0].level == "stage-0" and first.events == ()
+
+
+def test_headroom_releases_do_not_feed_its_prediction() -> None:
+    """Demand near the budget with noise: low priority gives, high priority is never touched,
+    and the domain keeps drawing near its budget (before the rises were measured on the
+    unthrottled power, every release widened the predicted rise and the loop ended with every
+    GPU capped while the domain drew far below budget)."""
+    gpus = 16
+    c = controller(budget_w=16 * 400 * 0.97, gpus=gpus)
+    high = np.array([True] * 8 + [False] * 8)
+    plant = Plant(c, high, latency_ticks=1)
+    rng = np.random.default_rng(7)
+    powers, high_raised = [], []
+    for t in range(1200):
+        activity = np.clip(0.92 + rng.normal(0, 0.06, gpus), 0, 1)
+        power, decision = plant.tick(t, activity, np.ones(gpus, dtype=bool))
+        powers.append(power)
+        high_raised.append(bool(np.any(decision.rung[:8] > 0)))
+    assert not any(high_raised[60:])
+    assert np.mean(powers[600:]) > 0.85 * c.tree.domains[0].budget_w
+    assert max(powers[60:]) <= c.tree.domains[0].budget_w
