@@ -104,11 +104,13 @@ def test_high_priority_is_slowed_only_when_low_priority_has_nothing_left(s: dict
         raised_high = np.any(s["high"] & (decision.rung > before))
         if not raised_high:
             continue
-        reading = plant.reading_w  # what the controller saw this tick
+        # each GPU's demand as the controller estimated it this tick (its reading scaled back
+        # to no action from the rung it was read at)
+        demand = c.unthrottled_w
         low = ~s["high"]
-        now_w = ladders.estimate_w(reading, before, decision.rung)
+        now_w = ladders.estimate_w(demand, before * 0, decision.rung)
         up = np.minimum(decision.rung + 1, ladders.top)
-        saving = now_w - ladders.estimate_w(reading, before, up)
+        saving = now_w - ladders.estimate_w(demand, before * 0, up)
         room = low & (decision.rung < ladders.top) & (saving > SAVING_EPSILON_W)
         assert not room.any(), f"tick {t}: high priority slowed while low priority had room"
 

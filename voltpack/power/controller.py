@@ -204,6 +204,11 @@ class PowerController:
         self.rung = np.minimum(wanted, self.ladders.top)
         return PowerDecision(self.rung.copy(), tuple(reports), tuple(events), self.gpus)
 
+    @property
+    def unthrottled_w(self) -> FloatArray:
+        """Each GPU's power at the last tick had it not been slowed (NaN before the first)."""
+        return self._last_unthrottled_w.copy()
+
     def _unthrottled(self, accounted_w: FloatArray, applied: IntArray | None) -> FloatArray:
         """Each GPU's power had it not been slowed: its reading scaled back from the rung it
         was read at; a capped reading hides the demand, so a capped GPU keeps its last estimate
