@@ -214,7 +214,7 @@ class PowerController:
         was read at; a capped reading hides the demand, so a capped GPU keeps its last estimate
         from an uncapped reading."""
         read_at = np.maximum(applied, 0) if applied is not None else self.rung
-        estimate = self.ladders.estimate_w(accounted_w, read_at, read_at * 0)
+        estimate = self.ladders.estimate_w(accounted_w, read_at, np.zeros_like(read_at))
         capped = read_at >= self.ladders.top
         known = ~np.isnan(self._last_unthrottled_w)
         estimate = np.where(capped & known, self._last_unthrottled_w, estimate)
@@ -238,10 +238,12 @@ class PowerController:
     ) -> tuple[IntArray, DomainReport]:
         members = state.members
         power_w = float(accounted_w[members].sum()) + state.overhead_w
-        state.history_w.append(power_w)
-        del state.history_w[: -self._history_len]
-        state.unthrottled_history_w.append(float(unthrottled_w[members].sum()) + state.overhead_w)
-        del state.unthrottled_history_w[: -self._history_len]
+        for history, value_w in (
+            (state.history_w, power_w),
+            (state.unthrottled_history_w, float(unthrottled_w[members].sum()) + state.overhead_w),
+        ):
+            history.append(value_w)
+            del history[: -self._history_len]
         view = DomainView(
             name=name,
             budget_w=budget_w,

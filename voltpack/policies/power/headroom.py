@@ -88,10 +88,7 @@ class HeadroomPolicy:
         actuation latency."""
         horizon = int(np.ceil((view.interval_s + view.actuation_latency_s) / view.interval_s))
         window = max(horizon + 1, int(self.params.window_s / view.interval_s))
-        history = (
-            view.history_w if view.unthrottled_history_w is None else (view.unthrottled_history_w)
-        )
-        return predicted_rise_w(history[-window:], horizon, self.params.rise_quantile)
+        return predicted_rise_w(view.rise_history_w[-window:], horizon, self.params.rise_quantile)
 
     def plan(self, view: DomainView, memory: Any) -> DomainPlan:
         """Raise to cover the predicted excess, or release within the release level."""
@@ -101,10 +98,8 @@ class HeadroomPolicy:
         # The readings lag the commands by the actuation latency: judge the commanded rungs
         # by their estimated power, so a step already taken is neither repeated nor undone;
         # release only when the measured power agrees.
-        commanded_w = view.power_now_w + float(
-            np.sum(_estimates(view, view.rung)) - np.sum(view.power_w)
-        )
-        predicted = commanded_w + state.rise_w
+        predicted = view.commanded_power_w + state.rise_w
+        release_judged = max(predicted, view.power_now_w + state.rise_w)
         target = self.params.target_fraction * view.budget_w
         release = self.params.release_fraction * view.budget_w
         rung = view.rung.copy()
@@ -114,19 +109,15 @@ class HeadroomPolicy:
             state = replace(state, last_raise_s=view.now_s) if changed else state
             level = "shedding"
         elif (
-            (predicted := max(predicted, view.power_now_w + state.rise_w)) < release
+            release_judged < release
             and view.now_s - state.last_raise_s >= self.params.hold_s
             and not view.any_late
         ):
-            rung = release_rungs(view, rung, release - predicted)
+            rung = release_rungs(view, rung, release - release_judged)
             level = "releasing" if np.any(rung != view.rung) else "normal"
         else:
             level = "holding" if np.any(rung > 0) else "normal"
         return DomainPlan(rung, level, state)
-
-
-def _estimates(view: DomainView, rung: IntArray) -> FloatArray:
-    return view.estimate_w(rung)
 
 
 def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
@@ -135,9 +126,9 @@ def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
     rung = rung.copy()
     for group in view.shed_groups():
         while need_w > 0:
-            now_w = _estimates(view, rung)
+            now_w = view.estimate_w(rung)
             up = np.minimum(rung + 1, view.ladders.top)
-            saving = now_w - _estimates(view, up)
+            saving = now_w - view.estimate_w(up)
             candidates = np.flatnonzero(group & (rung < view.ladders.top) & ~view.stale)
             candidates = candidates[saving[candidates] > SAVING_EPSILON_W]
             if candidates.size == 0:
@@ -165,7 +156,7 @@ def release_rungs(view: DomainView, rung: IntArray, room_w: float) -> IntArray:
                 break
             candidates = candidates[rung[candidates] == rung[candidates].max()]
             down = np.maximum(rung - 1, 0)
-            increase = _estimates(view, down) - _estimates(view, rung)
+            increase = view.estimate_w(down) - view.estimate_w(rung)
             order = candidates[np.argsort(increase[candidates], kind="stable")]
             total = np.cumsum(np.maximum(increase[order], 0.0))
             count = int(np.searchsorted(total, room_w, side="right"))

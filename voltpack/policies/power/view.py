@@ -62,7 +62,17 @@ class DomainView:
         """Each GPU's estimated power at `rung` (from its unthrottled power when known)."""
         if self.unthrottled_w is None:
             return self.ladders.estimate_w(self.power_w, self.rung, rung)
-        return self.ladders.estimate_w(self.unthrottled_w, rung * 0, rung)
+        return self.ladders.estimate_w(self.unthrottled_w, np.zeros_like(rung), rung)
+
+    @property
+    def commanded_power_w(self) -> float:
+        """The domain's power once the commanded rungs have all taken effect (estimated)."""
+        return self.power_now_w + float(np.sum(self.estimate_w(self.rung)) - np.sum(self.power_w))
+
+    @property
+    def rise_history_w(self) -> FloatArray:
+        """The history whose rises are the workload's: unthrottled when known."""
+        return self.history_w if self.unthrottled_history_w is None else self.unthrottled_history_w
 
     @property
     def power_now_w(self) -> float:
