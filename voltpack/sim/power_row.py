@@ -119,6 +119,11 @@ class RowWorkload:
         return len(self.inference)
 
     @property
+    def budget_w(self) -> float:
+        """The row's budget: the provisioned power of `budget_servers` servers."""
+        return self.scenario.budget_servers * self.inference_profile.server.provisioned_w
+
+    @property
     def n_training(self) -> int:
         """Number of training servers."""
         return self.scenario.servers - self.n_inference
@@ -217,10 +222,8 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     gpu = power_model_for(GPU_SKU)
     n_inf, n = workload.n_inference, scenario.servers
     duration = scenario.duration_s
-    budget_w = scenario.budget_servers * workload.inference_profile.server.provisioned_w
-    clock = np.full((n, duration), gpu.max_clock_mhz)
-    limit = np.full((n, duration), np.nan)
-    row_power = np.zeros(duration)
+    budget_w = workload.budget_w
+    clock, limit, row_power = _blank_timelines(workload, gpu)
     phase = workload.training_phase.copy()
     backlog = np.zeros(n_inf)
     prefill_history = np.zeros((n_inf, 0))
@@ -305,10 +308,8 @@ def run_uncapped(workload: RowWorkload) -> RowRun:
     gpu = power_model_for(GPU_SKU)
     n_inf, n = workload.n_inference, scenario.servers
     duration = scenario.duration_s
-    budget_w = scenario.budget_servers * workload.inference_profile.server.provisioned_w
-    clock = np.full((n, duration), gpu.max_clock_mhz)
-    limit = np.full((n, duration), np.nan)
-    row_power = np.zeros(duration)
+    budget_w = workload.budget_w
+    clock, limit, row_power = _blank_timelines(workload, gpu)
     if n_inf:
         busy = inference_busy(workload.load, clock[:n_inf], workload.inference_profile, gpu)
         row_power += power_from_busy_w(busy, workload.inference_profile, gpu).sum(axis=0)
@@ -323,6 +324,19 @@ def run_uncapped(workload: RowWorkload) -> RowRun:
         )
     latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
     return _finish(workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations)
+
+
+def _blank_timelines(
+    workload: RowWorkload, gpu: GpuPowerModel
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """`[server, second]` SM clocks at max and power limits unset (NaN), and the row's power
+    per second at zero."""
+    n, duration = workload.scenario.servers, workload.scenario.duration_s
+    return (
+        np.full((n, duration), gpu.max_clock_mhz),
+        np.full((n, duration), np.nan),
+        np.zeros(duration),
+    )
 
 
 def _finish(
