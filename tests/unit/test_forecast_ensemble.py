@@ -11,23 +11,13 @@ from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
 from voltpack.model.errors import ForecastError
 
+from .synthetic_series import SEASON, noisy, pattern
+
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
-SEASON = 24
 SMALL = {
     "max_horizon": SEASON,
     "gbm": {"rows": 20_000, "calibration_rows": 20_000, "n_estimators": 60},
 }
-
-
-def pattern(length: int, phase: int = 0) -> np.ndarray:
-    steps = np.arange(length) + phase
-    return 50.0 + 20.0 * np.sin(2 * np.pi * steps / SEASON) + 8.0 * (steps % SEASON < 3)
-
-
-def noisy(seed: int, length: int = 24 * 40, noise: float = 2.0) -> TimeSeries:
-    rng = np.random.default_rng(seed)
-    values = pattern(length, phase=seed) + rng.normal(0.0, noise, length)
-    return TimeSeries(f"synthetic/{seed}", "power", 3600.0, 0.0, values, "watts", (SEASON,))
 
 
 def test_ensemble_recovers_the_seasonal_pattern() -> None:
