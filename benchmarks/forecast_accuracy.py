@@ -3,7 +3,8 @@
 Targets come from `voltpack.sim.forecast_targets.build_targets` (GPU demand, request rate,
 power; see docs/forecast.md). Every model sees the same rolling-origin splits
 (`voltpack.forecast.splits.rolling_origins`: WINDOWS non-overlapping test windows of the
-longest horizon at the end of each series) and the same training window (the last
+longest horizon, spread evenly over the last SPAN_FRACTION of each series, so the test sees
+weeks of a long series rather than its last hours) and the same training window (the last
 `train_cap` samples before each origin). Horizons are lead times: the first h steps of each
 test window.
 
@@ -18,8 +19,7 @@ training window are filled by linear interpolation for the baselines; missing ac
 out of every metric. Forecasts of non-negative series are clipped at 0 for every model.
 
 voltpack models come from `voltpack.forecast.registry` (`forecaster_names`,
-`make_forecaster`) when that module exists; without it only the baselines run, and the script
-says so. Each is driven through the `Forecaster` protocol (fit, predict).
+`make_forecaster`). Each is driven through the `Forecaster` protocol (fit, predict).
 
 Metrics per model, series and horizon: MASE (scale: the seasonal naive error of each training
 window, shortest season), sMAPE, pinball at 0.5/0.9/0.99 and their mean, coverage of the 80%
@@ -30,6 +30,7 @@ over series and horizons.
 Usage:
   python benchmarks/forecast_accuracy.py                 # all targets, into benchmarks/results
   python benchmarks/forecast_accuracy.py --quick         # fewer targets and windows (smoke run)
+  python benchmarks/forecast_accuracy.py --processes 2   # series evaluated in 2 processes
   python benchmarks/forecast_accuracy.py --data-dir /path/to/data --out /tmp/results
 """
 
@@ -42,6 +43,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,25 +56,12 @@ from statsforecast import StatsForecast
 from statsforecast.models import MSTL, AutoARIMA, AutoETS, SeasonalNaive
 
 from voltpack.forecast.metrics import coverage, mase, pinball_loss, seasonal_naive_scale, smape
+from voltpack.forecast.registry import forecaster_names, make_forecaster
 from voltpack.forecast.series import FloatArray, TimeSeries
 from voltpack.forecast.splits import rolling_origins
 from voltpack.model.errors import ForecastError
 from voltpack.sim.datasets import data_dir
 from voltpack.sim.forecast_targets import build_targets
-
-try:  # the models land in another branch; until then only the baselines run
-    from voltpack.forecast.registry import forecaster_names, make_forecaster
-
-    REGISTRY_ERROR = ""
-except ImportError as exc:  # pragma: no cover - depends on the branch
-    REGISTRY_ERROR = f"voltpack.forecast.registry is not importable ({exc}); baselines only"
-
-    def forecaster_names() -> list[str]:
-        return []
-
-    def make_forecaster(name: str) -> Any:
-        raise RuntimeError(REGISTRY_ERROR)
-
 
 NAME = "forecast_accuracy"
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
@@ -80,7 +69,8 @@ PINBALL_LEVELS = (0.5, 0.9, 0.99)
 INTERVALS = {80: (0.1, 0.9), 98: (0.01, 0.99)}
 HORIZONS = (1, 6, 24)
 """Lead times evaluated, in steps of each series (10 min, 1 h and 4 h at a 10-minute step)."""
-WINDOWS, QUICK_WINDOWS = 3, 2
+WINDOWS, QUICK_WINDOWS = 8, 4
+SPAN_FRACTION = 0.4
 MIN_TRAIN = 48
 TRAIN_CAP_MIN = 1000
 """Training window: the last max(TRAIN_CAP_MIN, 2 x the longest season + the shortest)
@@ -190,9 +180,20 @@ def baseline_forecast(model: Any, history: FloatArray, horizon: int) -> FloatArr
 Predictor = Callable[[TimeSeries, int], tuple[FloatArray, tuple[str, ...]]]
 
 
-def voltpack_predictor(name: str) -> Predictor:
+def lightgbm_params(name: str, threads: int) -> dict[str, Any]:
+    """The registry parameters that set LightGBM's threads in models that contain it."""
+    if name == "global_gbm":
+        return {"threads": threads}
+    if name == "ensemble":
+        return {"gbm": {"threads": threads}}
+    if name == "auto":
+        return {"candidate_params": {"global_gbm": {"threads": threads}}}
+    return {}
+
+
+def voltpack_predictor(name: str, threads: int) -> Predictor:
     def predict(history: TimeSeries, horizon: int) -> tuple[FloatArray, tuple[str, ...]]:
-        model = make_forecaster(name)
+        model = make_forecaster(name, **lightgbm_params(name, threads))
         model.fit(history)
         forecast = model.predict(horizon, QUANTILES)
         columns = [forecast.quantile(q) for q in QUANTILES]
@@ -202,12 +203,13 @@ def voltpack_predictor(name: str) -> Predictor:
 
 
 def evaluate_series(
-    series: TimeSeries, windows: int, models: Sequence[str], log: logging.Logger
+    series: TimeSeries, windows: int, models: Sequence[str], threads: int = 2
 ) -> tuple[dict[str, Scores], dict[str, Any]]:
     """Every model on one series; the split used; last-window forecasts for the plot."""
+    log = logging.getLogger(NAME)
     horizon = max(HORIZONS)
     min_train = max(MIN_TRAIN, 2 * max(series.seasons, default=0))
-    origins = rolling_origins(len(series), horizon, windows, min_train)
+    origins = rolling_origins(len(series), horizon, windows, min_train, SPAN_FRACTION)
     season = min(series.seasons, default=1)
     scores: dict[str, Scores] = {}
     last: dict[str, Any] = {"origin": origins[-1], "forecasts": {}}
@@ -233,7 +235,8 @@ def evaluate_series(
                         series.values[start:origin], series.unit, series.seasons,
                         series.nonnegative,
                     )  # fmt: skip
-                    predicted, notes = voltpack_predictor(model_name)(window, horizon)
+                    predictor = voltpack_predictor(model_name, threads)
+                    predicted, notes = predictor(window, horizon)
                     score.notes.update(notes)
                 score.fit_s += time.perf_counter() - started
             except Exception as exc:  # a model failing on one series is a result, not a crash
@@ -254,7 +257,31 @@ def aggregate(rows: list[dict[str, Any]], key: str) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def run(data: Path, quick: bool, log: logging.Logger) -> dict[str, Any]:
+def evaluate_all(
+    targets: list[TimeSeries], windows: int, models: Sequence[str], processes: int
+) -> list[tuple[dict[str, Scores], dict[str, Any]] | ForecastError]:
+    """`evaluate_series` of every target, in `processes` worker processes (LightGBM then gets
+    the machine's two cores shared out), each result or the `ForecastError` of its split."""
+    threads = max(1, 2 // processes)
+    jobs = [(series, windows, models, threads) for series in targets]
+    if processes <= 1:
+        return [_evaluate_or_error(job) for job in jobs]
+    with ProcessPoolExecutor(processes) as pool:
+        return list(pool.map(_evaluate_or_error, jobs))
+
+
+def _evaluate_or_error(
+    job: tuple[TimeSeries, int, Sequence[str], int],
+) -> tuple[dict[str, Scores], dict[str, Any]] | ForecastError:
+    series = job[0]
+    logging.getLogger(NAME).info("%s (%d samples)", series.name, len(series))
+    try:
+        return evaluate_series(*job)
+    except ForecastError as exc:
+        return exc
+
+
+def run(data: Path, quick: bool, processes: int) -> dict[str, Any]:
     started = time.perf_counter()
     targets = build_targets(data, quick=quick)
     build_s = time.perf_counter() - started
@@ -264,14 +291,14 @@ def run(data: Path, quick: bool, log: logging.Logger) -> dict[str, Any]:
     per_series: list[dict[str, Any]] = []
     plots: dict[str, tuple[TimeSeries, dict[str, Any]]] = {}
     model_time_s: dict[str, float] = dict.fromkeys(models, 0.0)
-    for series in targets:
-        log.info("%s (%d samples)", series.name, len(series))
-        try:
-            scores, last = evaluate_series(series, windows, models, log)
-        except ForecastError as exc:
+    for series, result in zip(
+        targets, evaluate_all(targets, windows, models, processes), strict=True
+    ):
+        if isinstance(result, ForecastError):
             per_series.append({"series": series.name, "family": series.family,
-                               "skipped": str(exc)})  # fmt: skip
+                               "skipped": str(result)})  # fmt: skip
             continue
+        scores, last = result
         plots[series.name] = (series, last)
         for model_name, score in scores.items():
             model_time_s[model_name] += score.fit_s
@@ -293,10 +320,12 @@ def run(data: Path, quick: bool, log: logging.Logger) -> dict[str, Any]:
         "targets": len(targets),
         "build_targets_s": round(build_s, 1),
         "windows": windows,
+        "span_fraction": SPAN_FRACTION,
+        "processes": processes,
         "horizons_steps": list(HORIZONS),
         "quantiles": list(QUANTILES),
         "voltpack_models": voltpack_models,
-        "registry": REGISTRY_ERROR or "voltpack.forecast.registry",
+        "registry": "voltpack.forecast.registry",
         "model_time_s": {k: round(v, 1) for k, v in model_time_s.items()},
         "families": families,
         "per_series": per_series,
@@ -352,8 +381,10 @@ def markdown(figures: dict[str, Any]) -> str:
         "# Forecast accuracy",
         "",
         f"{figures['targets']} targets (built in {figures['build_targets_s']} s), "
-        f"{figures['windows']} rolling-origin windows of {max(HORIZONS)} steps, lead times "
-        f"{', '.join(map(str, HORIZONS))} steps; total {figures['runtime_s']} s on one core.",
+        f"{figures['windows']} rolling-origin windows of {max(HORIZONS)} steps spread over the "
+        f"last {figures['span_fraction']:.0%} of each series, lead times "
+        f"{', '.join(map(str, HORIZONS))} steps; total {figures['runtime_s']} s in "
+        f"{figures['processes']} process(es); fit s below is summed over processes.",
         f"voltpack models: {', '.join(figures['voltpack_models']) or 'none'} "
         f"({figures['registry']}).",
         "",
@@ -436,13 +467,11 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None, help="voltpack's data/ layout")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the results")
     parser.add_argument("--quick", action="store_true", help="fewer targets and windows")
+    parser.add_argument("--processes", type=int, default=1, help="series evaluated in parallel")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    log = logging.getLogger(NAME)
     logging.getLogger("statsforecast").setLevel(logging.ERROR)
-    if REGISTRY_ERROR:
-        log.warning(REGISTRY_ERROR)
-    figures = run(args.data_dir or data_dir(), args.quick, log)
+    figures = run(args.data_dir or data_dir(), args.quick, max(1, args.processes))
     args.out.mkdir(parents=True, exist_ok=True)
     stem = NAME + ("_quick" if args.quick else "")
     plot(figures, args.out / f"{stem}.png")

@@ -16,6 +16,7 @@ from voltpack.forecast.conformal import HorizonConformal, conformal_quantile, ho
 from voltpack.forecast.drift import DriftMonitor, DriftPolicy, compare_refit_policies, saving
 from voltpack.forecast.seasonal_naive import SeasonalNaive
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
+from voltpack.forecast.splits import rolling_origins
 from voltpack.model.errors import ForecastError
 
 
@@ -147,3 +148,13 @@ def test_drift_monitor_keeps_the_old_baseline_after_a_bad_refit() -> None:
 def test_drift_policy_rejects_bad_settings() -> None:
     with pytest.raises(ForecastError, match="threshold"):
         DriftPolicy(threshold=0.9)
+
+
+def test_spread_origins_cover_the_span_without_overlap() -> None:
+    origins = rolling_origins(1000, 24, 8, 100, span_fraction=0.4)
+    assert origins[0] == 600 and origins[-1] == 976
+    assert all(b - a >= 24 for a, b in itertools.pairwise(origins))
+    # a span no wider than the contiguous windows keeps them contiguous
+    assert rolling_origins(200, 24, 8, 0, span_fraction=0.5) == rolling_origins(200, 24, 8, 0)
+    with pytest.raises(ForecastError, match="span_fraction"):
+        rolling_origins(1000, 24, 8, 100, span_fraction=1.0)

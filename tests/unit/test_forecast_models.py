@@ -92,7 +92,7 @@ def test_nonnegative_forecast_is_clipped_at_zero() -> None:
 
 def test_registry_names_have_summaries_and_unknown_names_fail() -> None:
     names = forecaster_names()
-    assert set(names) == {"seasonal_naive", "ets", "global_gbm", "ensemble"}
+    assert set(names) == {"naive", "seasonal_naive", "ets", "global_gbm", "ensemble", "auto"}
     assert all(summary.endswith(".") for summary in names.values())
     with pytest.raises(ForecastError, match="unknown forecaster 'prophet'"):
         make_forecaster("prophet")

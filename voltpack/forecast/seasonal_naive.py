@@ -60,6 +60,7 @@ class SeasonalNaive:
         max_gap_steps: int | None = None,
     ) -> None:
         self.season = season
+        self.name = "naive" if season == 1 else "seasonal_naive"
         self.max_horizon = max_horizon
         self.calibration_samples = calibration_samples
         self.max_gap_steps = max_gap_steps

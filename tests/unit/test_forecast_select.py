@@ -1,0 +1,104 @@
+"""The `auto` model: it picks the candidate that forecast the series' own past best, says so in
+the notes, and handles short, flat, gappy and negative histories like the other models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voltpack.forecast.registry import make_forecaster
+from voltpack.forecast.series import TimeSeries
+from voltpack.model.errors import ForecastError
+
+from .synthetic_series import SEASON, noisy, pattern
+
+QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
+CANDIDATES = ("naive", "seasonal_naive", "ets")
+CHEAP = {"candidates": CANDIDATES, "max_horizon": SEASON}
+
+
+def random_walk(seed: int, length: int = 24 * 30) -> TimeSeries:
+    rng = np.random.default_rng(seed)
+    values = 500.0 + np.cumsum(rng.normal(0.0, 3.0, length))
+    return TimeSeries(f"walk/{seed}", "gpu_demand", 3600.0, 0.0, values, "gpus", (SEASON,))
+
+
+def chosen(notes: tuple[str, ...]) -> str:
+    note = next(n for n in notes if n.startswith("auto: "))
+    return note.split()[1]
+
+
+def test_auto_keeps_the_level_of_a_random_walk_and_picks_a_seasonal_model_for_a_season() -> None:
+    model = make_forecaster("auto", **CHEAP)
+    history = random_walk(1)
+    model.fit_many([history, noisy(2)])
+    walk, seasonal = model.predict_many(SEASON, QUANTILES)
+    # a random walk: the last value is the best median (ETS with alpha ~1 is the same rule)
+    assert chosen(walk.notes) in ("naive", "ets")
+    assert np.abs(walk.quantile(0.5) - history.values[-1]).max() < 3.0
+    assert chosen(seasonal.notes) in ("seasonal_naive", "ets")
+    assert walk.model == seasonal.model == "auto"
+    truth = pattern(24 * 40 + SEASON, phase=2)[24 * 40 :]
+    assert np.abs(seasonal.quantile(0.5) - truth).mean() < 3.0
+    # the note gives every candidate's validation loss, so the choice can be checked
+    note = next(n for n in seasonal.notes if n.startswith("auto: "))
+    assert all(name in note for name in CANDIDATES)
+
+
+def test_auto_update_moves_the_origin_of_the_chosen_model() -> None:
+    series = noisy(3)
+    model = make_forecaster("auto", **CHEAP)
+    model.fit(series.head(len(series) - 5))
+    model.update(series.values[-5:])
+    forecast = model.predict(3, QUANTILES)
+    assert forecast.start_s == series.time_s(len(series))
+    truth = pattern(len(series) + 3, phase=3)[len(series) :]
+    assert np.abs(forecast.quantile(0.5) - truth).mean() < 5.0
+
+
+def test_auto_never_nan_on_bad_histories() -> None:
+    gappy = noisy(5).values.copy()
+    gappy[:7] = np.nan
+    gappy[300:310] = np.nan
+    gappy[500] = np.inf
+    histories = [
+        TimeSeries("gappy", "power", 3600.0, 0.0, gappy, "watts", (SEASON,)),
+        TimeSeries("short", "power", 3600.0, 0.0, noisy(6).values[:6], "watts", (SEASON,)),
+        TimeSeries("flat", "power", 3600.0, 0.0, np.full(600, 3.0), "watts", (SEASON,)),
+        TimeSeries("tiny", "power", 3600.0, 0.0, np.array([1.0, 2.0, 1.5]), "watts", ()),
+    ]
+    model = make_forecaster("auto", **CHEAP)
+    model.fit_many(histories)
+    forecasts = model.predict_many(30, QUANTILES)
+    for forecast in forecasts:
+        assert np.isfinite(forecast.values).all()
+        assert (np.diff(forecast.values, axis=1) >= 0).all()
+        assert forecast.values.min() >= 0.0
+    gappy_notes, short_notes, _, _ = (f.notes for f in forecasts)
+    assert any("filled" in note for note in gappy_notes)
+    assert "auto: naive (history too short to validate)" in short_notes
+    np.testing.assert_array_equal(forecasts[2].values, 3.0)
+
+
+def test_auto_with_the_global_model_among_its_candidates() -> None:
+    gbm = {"rows": 10_000, "calibration_rows": 10_000, "n_estimators": 40, "threads": 1}
+    model = make_forecaster("auto", max_horizon=SEASON, candidate_params={"global_gbm": gbm})
+    model.fit_many([noisy(8), noisy(9)])
+    for forecast in model.predict_many(SEASON, QUANTILES):
+        assert chosen(forecast.notes) in ("naive", "seasonal_naive", "ets", "global_gbm")
+        assert "global_gbm" in next(n for n in forecast.notes if n.startswith("auto: "))
+        assert np.isfinite(forecast.values).all()
+
+
+def test_auto_rejects_bad_settings_negative_values_and_predict_before_fit() -> None:
+    with pytest.raises(ForecastError, match="not itself"):
+        make_forecaster("auto", candidates=("naive", "auto"))
+    with pytest.raises(ForecastError, match="unknown forecaster 'prophet'"):
+        make_forecaster("auto", candidates=("prophet",)).fit(noisy(1))
+    model = make_forecaster("auto", **CHEAP)
+    with pytest.raises(ForecastError, match="before fit"):
+        model.predict(3, QUANTILES)
+    values = noisy(7).values.copy()
+    values[100] = -5.0
+    with pytest.raises(ForecastError, match="negative value"):
+        model.fit(TimeSeries("neg", "power", 3600.0, 0.0, values, "watts", (SEASON,)))

@@ -1,0 +1,190 @@
+"""voltpack's `auto` model: per series, the candidate that best forecast its own recent past.
+
+Candidates are registry models (default: `naive`, `seasonal_naive`, `ets`, `global_gbm`). Each
+is fitted on every history without its last `tail` samples (the head), then walked through the
+tail: at up to `origins` forecast origins it predicts the validation horizon (`max_horizon`,
+or an eighth of a shorter history) at the quantile levels `VALIDATION_LEVELS`, then takes the
+samples up to the next origin (half a validation horizon later) with `update` (no
+re-estimation). The head keeps at least `min_fit_samples` samples, or half of a shorter
+history. A candidate's validation loss on a series is its mean pinball loss
+over those forecasts (every level, every step ahead), so it judges the whole distribution, not
+only the median. Each series is forecast by the candidate with the lowest loss (ties go to the
+earlier candidate in the list, the simpler one); after the walk every candidate has seen the
+whole history, so the forecast starts at its end. The forecast's notes name the choice and
+the losses, so an operator can see why.
+
+Fallbacks (named in the notes): a history too short for `MIN_ORIGINS` origins is not
+validated and uses the first candidate; a candidate that raises `ForecastError` on the batch
+is left out. Bad histories go through
+`history.clean_history` first (a clear error, or the documented gap filling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from voltpack.forecast.history import CleanHistory, clean_history
+from voltpack.forecast.metrics import mean_pinball_loss
+from voltpack.forecast.protocol import BatchForecaster
+from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries
+from voltpack.forecast.single_from_batch import SingleFromBatch
+from voltpack.model.errors import ForecastError
+
+MIN_ORIGINS = 4
+VALIDATION_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
+DEFAULT_CANDIDATES = ("naive", "seasonal_naive", "ets", "global_gbm")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One series' validation: steps ahead per origin, samples between origins, origins."""
+
+    horizon: int
+    stride: int
+    origins: int
+
+    @property
+    def tail(self) -> int:
+        """Samples held out of the head."""
+        return (self.origins - 1) * self.stride + self.horizon if self.origins else 0
+
+
+class TailSelect(SingleFromBatch):
+    """Per-series choice among candidate models by pinball loss on the history's own tail."""
+
+    name = "auto"
+
+    def __init__(
+        self,
+        factory: Callable[[str, dict[str, Any]], BatchForecaster],
+        candidates: Sequence[str] = DEFAULT_CANDIDATES,
+        max_horizon: int = 48,
+        origins: int = 16,
+        min_fit_samples: int = 200,
+        candidate_params: dict[str, dict[str, Any]] | None = None,
+        max_gap_steps: int | None = None,
+    ) -> None:
+        if not candidates or "auto" in candidates:
+            raise ForecastError("auto needs at least one candidate, and not itself")
+        if max_horizon < 1 or origins < 0:
+            raise ForecastError("max_horizon must be >= 1 and origins >= 0")
+        self._factory = factory  # name, parameters -> model (the registry's make_forecaster)
+        self.candidates = tuple(candidates)
+        self.max_horizon = max_horizon
+        self.origins = origins
+        self.min_fit_samples = min_fit_samples
+        self.candidate_params = dict(candidate_params or {})
+        self.max_gap_steps = max_gap_steps
+        self._models: dict[str, BatchForecaster] = {}
+        self._chosen: list[str] = []
+        self._notes: list[tuple[str, ...]] = []
+
+    # --- many series at once ---------------------------------------------------------------
+    def fit_many(self, histories: Sequence[TimeSeries]) -> None:
+        """Walk every candidate through every history's tail and choose one per series."""
+        if not histories:
+            raise ForecastError(f"{self.name}: fit_many needs at least one series")
+        cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
+        plans = [self._plan(len(c.values)) for c in cleaned]
+        losses: dict[str, list[float]] = {}
+        models: dict[str, BatchForecaster] = {}
+        dropped: list[str] = []
+        for name in self.candidates:
+            model = self._make(name)
+            try:
+                losses[name] = self._walk(model, cleaned, plans)
+            except ForecastError as exc:
+                dropped.append(f"{name} left out: {exc}")
+                continue
+            models[name] = model
+        if not models:
+            raise ForecastError(f"{self.name}: every candidate failed: {'; '.join(dropped)}")
+        self._models = models
+        self._chosen, self._notes = [], []
+        for i, clean in enumerate(cleaned):
+            chosen, note = self._choose(i, plans[i].origins, losses)
+            self._chosen.append(chosen)
+            self._notes.append((*clean.notes, *dropped, note))
+
+    def update_many(self, new_values: Sequence[FloatArray]) -> None:
+        """Append new samples to each series in every candidate (no re-estimation)."""
+        self.check_update_count(len(new_values), len(self._chosen))
+        for model in self._models.values():
+            model.update_many(new_values)
+
+    def predict_many(self, horizon: int, quantiles: Sequence[float]) -> list[QuantileForecast]:
+        """Each series' forecast from its chosen candidate, relabelled `auto`."""
+        if not self._chosen:
+            raise ForecastError(f"{self.name}: predict called before fit")
+        by_model = {
+            name: model.predict_many(horizon, quantiles)
+            for name, model in self._models.items()
+            if name in self._chosen
+        }
+        out: list[QuantileForecast] = []
+        for i, chosen in enumerate(self._chosen):
+            inner = by_model[chosen][i]
+            notes = tuple(dict.fromkeys((*self._notes[i], *inner.notes)))
+            out.append(replace(inner, model=self.name, notes=notes))
+        return out
+
+    # --- internals ---------------------------------------------------------------------------
+    def _make(self, name: str) -> BatchForecaster:
+        params = {"max_gap_steps": self.max_gap_steps, **self.candidate_params.get(name, {})}
+        if name in ("naive", "seasonal_naive", "global_gbm"):
+            params.setdefault("max_horizon", self.max_horizon)
+        return self._factory(name, params)
+
+    def _plan(self, length: int) -> _Plan:
+        """Validation horizon, stride and origins for a history of `length` samples."""
+        horizon = max(1, min(self.max_horizon, length // 8))
+        stride = max(1, horizon // 2)
+        room = length - min(self.min_fit_samples, length // 2) - horizon
+        count = min(self.origins, room // stride + 1) if room >= 0 else 0
+        return _Plan(horizon, stride, count if count >= MIN_ORIGINS else 0)
+
+    def _walk(
+        self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[_Plan]
+    ) -> list[float]:
+        """Fit `model` on the heads, walk it through the tails; mean pinball per series."""
+        heads = [c.series.head(len(c.values) - p.tail) for c, p in zip(cleaned, plans, strict=True)]
+        model.fit_many(heads)
+        position = [len(h) for h in heads]
+        losses: list[list[float]] = [[] for _ in cleaned]
+        horizon = max(p.horizon for p in plans)
+        for step in range(max(p.origins for p in plans)):
+            forecasts = model.predict_many(horizon, VALIDATION_LEVELS)
+            updates: list[FloatArray] = []
+            for i, (clean, plan) in enumerate(zip(cleaned, plans, strict=True)):
+                values, start = clean.values, position[i]
+                if step >= plan.origins:
+                    updates.append(values[:0])
+                    continue
+                ahead = values[start : start + plan.horizon]
+                table = forecasts[i].values[: ahead.size]
+                losses[i].append(mean_pinball_loss(ahead, table, VALIDATION_LEVELS))
+                end = len(values) if step + 1 == plan.origins else start + plan.stride
+                updates.append(values[start:end])
+                position[i] = end
+            model.update_many(updates)
+        return [float(np.mean(own)) if own else float("nan") for own in losses]
+
+    def _choose(self, series: int, origins: int, losses: dict[str, list[float]]) -> tuple[str, str]:
+        """The candidate with the lowest validation loss on one series, and why."""
+        first = next(iter(self._models))
+        if origins == 0:
+            return first, f"auto: {first} (history too short to validate)"
+        scored = {
+            name: per_series[series]
+            for name, per_series in losses.items()
+            if np.isfinite(per_series[series])
+        }
+        if not scored:
+            return first, f"auto: {first} (no candidate could be validated)"
+        chosen = min(scored, key=lambda name: scored[name])
+        detail = ", ".join(f"{name} {loss:.4g}" for name, loss in scored.items())
+        return chosen, f"auto: {chosen} (validation pinball, last {origins} origins: {detail})"
