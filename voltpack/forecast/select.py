@@ -1,22 +1,24 @@
 """voltpack's `auto` model: per series, the candidate that best forecast its own recent past.
 
 Candidates are registry models (default: `naive`, `seasonal_naive`, `ets`, `global_gbm`). Each
-is fitted on every history without its last `tail` samples (the head), then walked through the
-tail: at up to `origins` forecast origins it predicts the validation horizon (`max_horizon`,
-or an eighth of a shorter history) at the quantile levels `VALIDATION_LEVELS`, then takes the
-samples up to the next origin (half a validation horizon later) with `update` (no
-re-estimation). The head keeps at least `min_fit_samples` samples, or half of a shorter
-history. A candidate's validation loss on a series is its mean pinball loss
-over those forecasts (every level, every step ahead), so it judges the whole distribution, not
-only the median. Each series is forecast by the candidate with the lowest loss (ties go to the
-earlier candidate in the list, the simpler one); after the walk every candidate has seen the
-whole history, so the forecast starts at its end. The forecast's notes name the choice and
-the losses, so an operator can see why.
+is fitted on every history without its tail (the head keeps at least `min_fit_samples`
+samples, or half of a shorter history), then walked through the tail: at up to `origins`
+forecast origins it predicts the validation horizon (`max_horizon`, or an eighth of a shorter
+history) at the quantile levels `VALIDATION_LEVELS`, then takes the samples up to the next
+origin (half a validation horizon later) with `update` (no re-estimation). A candidate's
+validation loss on a series is its mean pinball loss over those forecasts (every level, every
+step ahead), so it judges the whole distribution, not only the median.
+
+Each series is forecast by the first candidate in the list (the simplest) whose loss is within
+one standard error of the lowest (the standard error of the best candidate's mean over the
+origins): a more complex model must beat a simpler one by more than the validation's own
+noise. After the walk every candidate has seen the whole history, so the forecast starts at
+its end. The forecast's notes name the choice and every candidate's loss.
 
 Fallbacks (named in the notes): a history too short for `MIN_ORIGINS` origins is not
 validated and uses the first candidate; a candidate that raises `ForecastError` on the batch
-is left out. Bad histories go through
-`history.clean_history` first (a clear error, or the documented gap filling).
+is left out. Bad histories go through `history.clean_history` first (a clear error, or the
+documented gap filling).
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class TailSelect(SingleFromBatch):
             raise ForecastError(f"{self.name}: fit_many needs at least one series")
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
         plans = [self._plan(len(c.values)) for c in cleaned]
-        losses: dict[str, list[float]] = {}
+        losses: dict[str, list[FloatArray]] = {}
         models: dict[str, BatchForecaster] = {}
         dropped: list[str] = []
         for name in self.candidates:
@@ -149,8 +151,8 @@ class TailSelect(SingleFromBatch):
 
     def _walk(
         self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[_Plan]
-    ) -> list[float]:
-        """Fit `model` on the heads, walk it through the tails; mean pinball per series."""
+    ) -> list[FloatArray]:
+        """Fit `model` on the heads, walk it through the tails; pinball per origin per series."""
         heads = [c.series.head(len(c.values) - p.tail) for c, p in zip(cleaned, plans, strict=True)]
         model.fit_many(heads)
         position = [len(h) for h in heads]
@@ -171,20 +173,26 @@ class TailSelect(SingleFromBatch):
                 updates.append(values[start:end])
                 position[i] = end
             model.update_many(updates)
-        return [float(np.mean(own)) if own else float("nan") for own in losses]
+        return [np.array(own, dtype=np.float64) for own in losses]
 
-    def _choose(self, series: int, origins: int, losses: dict[str, list[float]]) -> tuple[str, str]:
-        """The candidate with the lowest validation loss on one series, and why."""
+    def _choose(
+        self, series: int, origins: int, losses: dict[str, list[FloatArray]]
+    ) -> tuple[str, str]:
+        """The simplest candidate within one standard error of the best, and why."""
         first = next(iter(self._models))
         if origins == 0:
             return first, f"auto: {first} (history too short to validate)"
-        scored = {
-            name: per_series[series]
-            for name, per_series in losses.items()
-            if np.isfinite(per_series[series])
+        per_origin = {
+            name: own[series]
+            for name, own in losses.items()
+            if own[series].size and np.isfinite(own[series]).all()
         }
-        if not scored:
+        if not per_origin:
             return first, f"auto: {first} (no candidate could be validated)"
-        chosen = min(scored, key=lambda name: scored[name])
-        detail = ", ".join(f"{name} {loss:.4g}" for name, loss in scored.items())
+        mean = {name: float(own.mean()) for name, own in per_origin.items()}
+        best = min(mean, key=lambda name: mean[name])
+        errors = per_origin[best]
+        bound = mean[best] + float(errors.std(ddof=1)) / np.sqrt(errors.size)
+        chosen = next(name for name in mean if mean[name] <= bound)
+        detail = ", ".join(f"{name} {loss:.4g}" for name, loss in mean.items())
         return chosen, f"auto: {chosen} (validation pinball, last {origins} origins: {detail})"
