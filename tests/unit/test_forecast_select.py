@@ -104,3 +104,23 @@ def test_auto_rejects_bad_settings_negative_values_and_predict_before_fit() -> N
     values[100] = -5.0
     with pytest.raises(ForecastError, match="negative value"):
         model.fit(TimeSeries("neg", "power", 3600.0, 0.0, values, "watts", (SEASON,)))
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_auto_serves_each_series_from_its_own_choice_with_or_without_refit(refit: bool) -> None:
+    flat_then_step = np.concatenate((np.full(400, 8.0), np.full(320, 12.0)))
+    histories = [
+        TimeSeries("step", "gpu_demand", 3600.0, 0.0, flat_then_step, "gpus", (SEASON,)),
+        noisy(11),
+        random_walk(12),
+    ]
+    model = make_forecaster("auto", refit=refit, **CHEAP)
+    model.fit_many(histories)
+    model.update_many([np.array([12.0]), pattern(1, phase=11 + 24 * 40), np.array([500.0])])
+    step, seasonal, walk = model.predict_many(SEASON, QUANTILES)
+    assert [f.series for f in (step, seasonal, walk)] == ["step", "synthetic/11", "walk/12"]
+    # the step series has been flat at 12 for 320 samples: every candidate forecasts 12
+    np.testing.assert_allclose(step.quantile(0.5), 12.0, atol=0.5)
+    truth = pattern(24 * 40 + 1 + SEASON, phase=11)[24 * 40 + 1 :]
+    assert np.abs(seasonal.quantile(0.5) - truth).mean() < 3.0
+    assert np.abs(walk.quantile(0.5) - 500.0).max() < 8.0

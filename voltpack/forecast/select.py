@@ -12,8 +12,10 @@ step ahead), so it judges the whole distribution, not only the median.
 Each series is forecast by the first candidate in the list (the simplest) whose loss is within
 one standard error of the lowest (the standard error of the best candidate's mean over the
 origins): a more complex model must beat a simpler one by more than the validation's own
-noise. After the walk every candidate has seen the whole history, so the forecast starts at
-its end. The forecast's notes name the choice and every candidate's loss.
+noise. The chosen candidate is then re-fitted on the series' whole history (with `refit`, the
+default; its parameters then also reflect the most recent data); without `refit`, or when the
+re-fit fails (noted), the walked model serves, which has seen the whole history through
+`update`. The forecast's notes name the choice and every candidate's loss.
 
 Fallbacks (named in the notes): a history too short for `MIN_ORIGINS` origins is not
 validated and uses the first candidate; a candidate that raises `ForecastError` on the batch
@@ -68,6 +70,7 @@ class TailSelect(SingleFromBatch):
         origins: int = 16,
         min_fit_samples: int = 200,
         candidate_params: dict[str, dict[str, Any]] | None = None,
+        refit: bool = True,
         max_gap_steps: int | None = None,
     ) -> None:
         if not candidates or "auto" in candidates:
@@ -80,8 +83,10 @@ class TailSelect(SingleFromBatch):
         self.origins = origins
         self.min_fit_samples = min_fit_samples
         self.candidate_params = dict(candidate_params or {})
+        self.refit = refit
         self.max_gap_steps = max_gap_steps
-        self._models: dict[str, BatchForecaster] = {}
+        # candidate -> (model, the series it serves, the series of its batch in order)
+        self._serving: dict[str, tuple[BatchForecaster, list[int], list[int]]] = {}
         self._chosen: list[str] = []
         self._notes: list[tuple[str, ...]] = []
 
@@ -105,34 +110,51 @@ class TailSelect(SingleFromBatch):
             models[name] = model
         if not models:
             raise ForecastError(f"{self.name}: every candidate failed: {'; '.join(dropped)}")
-        self._models = models
         self._chosen, self._notes = [], []
         for i, clean in enumerate(cleaned):
-            chosen, note = self._choose(i, plans[i].origins, losses)
+            chosen, note = self._choose(i, plans[i].origins, losses, list(models))
             self._chosen.append(chosen)
             self._notes.append((*clean.notes, *dropped, note))
+        self._serving = {}
+        for name in dict.fromkeys(self._chosen):
+            members = [i for i, chosen in enumerate(self._chosen) if chosen == name]
+            self._serving[name] = self._final(name, models[name], cleaned, members)
 
     def update_many(self, new_values: Sequence[FloatArray]) -> None:
-        """Append new samples to each series in every candidate (no re-estimation)."""
+        """Append new samples to each series in the model serving it (no re-estimation)."""
         self.check_update_count(len(new_values), len(self._chosen))
-        for model in self._models.values():
-            model.update_many(new_values)
+        for model, _, batch in self._serving.values():
+            model.update_many([new_values[i] for i in batch])
 
     def predict_many(self, horizon: int, quantiles: Sequence[float]) -> list[QuantileForecast]:
         """Each series' forecast from its chosen candidate, relabelled `auto`."""
         if not self._chosen:
             raise ForecastError(f"{self.name}: predict called before fit")
-        by_model = {
-            name: model.predict_many(horizon, quantiles)
-            for name, model in self._models.items()
-            if name in self._chosen
-        }
-        out: list[QuantileForecast] = []
-        for i, chosen in enumerate(self._chosen):
-            inner = by_model[chosen][i]
-            notes = tuple(dict.fromkeys((*self._notes[i], *inner.notes)))
-            out.append(replace(inner, model=self.name, notes=notes))
-        return out
+        out: dict[int, QuantileForecast] = {}
+        for model, members, batch in self._serving.values():
+            forecasts = dict(zip(batch, model.predict_many(horizon, quantiles), strict=True))
+            for i in members:
+                inner = forecasts[i]
+                notes = tuple(dict.fromkeys((*self._notes[i], *inner.notes)))
+                out[i] = replace(inner, model=self.name, notes=notes)
+        return [out[i] for i in range(len(self._chosen))]
+
+    def _final(
+        self, name: str, walked: BatchForecaster, cleaned: list[CleanHistory], members: list[int]
+    ) -> tuple[BatchForecaster, list[int], list[int]]:
+        """The model that serves `members`: `name` re-fitted on their whole histories (its
+        parameters then come from the most recent data too), or, with `refit` off or when the
+        re-fit fails, the walked model (fitted on the heads, updated through the tails)."""
+        if self.refit:
+            model = self._make(name)
+            try:
+                model.fit_many([cleaned[i].series for i in members])
+            except ForecastError as exc:
+                for i in members:
+                    self._notes[i] = (*self._notes[i], f"re-fit failed, walked model kept: {exc}")
+            else:
+                return model, members, members
+        return walked, members, list(range(len(cleaned)))
 
     # --- internals ---------------------------------------------------------------------------
     def _make(self, name: str) -> BatchForecaster:
@@ -176,10 +198,10 @@ class TailSelect(SingleFromBatch):
         return [np.array(own, dtype=np.float64) for own in losses]
 
     def _choose(
-        self, series: int, origins: int, losses: dict[str, list[FloatArray]]
+        self, series: int, origins: int, losses: dict[str, list[FloatArray]], usable: list[str]
     ) -> tuple[str, str]:
         """The simplest candidate within one standard error of the best, and why."""
-        first = next(iter(self._models))
+        first = usable[0]
         if origins == 0:
             return first, f"auto: {first} (history too short to validate)"
         per_origin = {
