@@ -11,7 +11,7 @@ from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
 from voltpack.model.errors import ForecastError
 
-from .synthetic_series import SEASON, noisy, pattern
+from .synthetic_series import SEASON, assert_safe, bad_histories, noisy, pattern
 
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 SMALL = {
@@ -57,23 +57,11 @@ def test_ensemble_update_moves_the_origin() -> None:
 
 
 def test_ensemble_never_nan_on_bad_histories() -> None:
-    gappy = noisy(5).values.copy()
-    gappy[:7] = np.nan  # leading gap: dropped
-    gappy[300:310] = np.nan  # inner gap: filled
-    gappy[500] = np.inf
-    histories = [
-        TimeSeries("gappy", "power", 3600.0, 0.0, gappy, "watts", (SEASON,)),
-        TimeSeries("short", "power", 3600.0, 0.0, noisy(6).values[:60], "watts", (SEASON,)),
-        TimeSeries("flat", "power", 3600.0, 0.0, np.full(600, 3.0), "watts", (SEASON,)),
-        TimeSeries("tiny", "power", 3600.0, 0.0, np.array([1.0, 2.0, 1.5]), "watts", ()),
-    ]
+    histories = bad_histories(60)
     model = make_forecaster("ensemble", **SMALL)
     model.fit_many(histories)
     forecasts = model.predict_many(30, QUANTILES)
-    for forecast in forecasts:
-        assert np.isfinite(forecast.values).all()
-        assert (np.diff(forecast.values, axis=1) >= 0).all()
-        assert forecast.values.min() >= 0.0
+    assert_safe(forecasts)
     gappy_notes, short_notes, flat_notes, _ = (f.notes for f in forecasts)
     assert any("filled" in note for note in gappy_notes)
     assert any("not re-calibrated" in note for note in short_notes)

@@ -10,7 +10,7 @@ from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
 from voltpack.model.errors import ForecastError
 
-from .synthetic_series import SEASON, noisy, pattern
+from .synthetic_series import SEASON, assert_safe, bad_histories, noisy, pattern
 
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 CANDIDATES = ("naive", "seasonal_naive", "ets")
@@ -59,23 +59,11 @@ def test_auto_update_moves_the_origin_of_the_chosen_model() -> None:
 
 
 def test_auto_never_nan_on_bad_histories() -> None:
-    gappy = noisy(5).values.copy()
-    gappy[:7] = np.nan
-    gappy[300:310] = np.nan
-    gappy[500] = np.inf
-    histories = [
-        TimeSeries("gappy", "power", 3600.0, 0.0, gappy, "watts", (SEASON,)),
-        TimeSeries("short", "power", 3600.0, 0.0, noisy(6).values[:6], "watts", (SEASON,)),
-        TimeSeries("flat", "power", 3600.0, 0.0, np.full(600, 3.0), "watts", (SEASON,)),
-        TimeSeries("tiny", "power", 3600.0, 0.0, np.array([1.0, 2.0, 1.5]), "watts", ()),
-    ]
+    histories = bad_histories(6)
     model = make_forecaster("auto", **CHEAP)
     model.fit_many(histories)
     forecasts = model.predict_many(30, QUANTILES)
-    for forecast in forecasts:
-        assert np.isfinite(forecast.values).all()
-        assert (np.diff(forecast.values, axis=1) >= 0).all()
-        assert forecast.values.min() >= 0.0
+    assert_safe(forecasts)
     gappy_notes, short_notes, _, _ = (f.notes for f in forecasts)
     assert any("filled" in note for note in gappy_notes)
     assert "auto: naive (history too short to validate)" in short_notes
