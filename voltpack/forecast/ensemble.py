@@ -33,6 +33,7 @@ from voltpack.forecast.global_gbm import GlobalBoost
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
+from voltpack.forecast.tail_walk import TailPlan, heads, tail_steps
 from voltpack.model.errors import ForecastError
 
 MIN_ORIGINS = 4
@@ -81,36 +82,27 @@ class Ensemble(SingleFromBatch):
         if not histories:
             raise ForecastError(f"{self.name}: fit_many needs at least one series")
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
-        origins = [self._origins(len(c.values)) for c in cleaned]
-        tails = [self._tail(k) for k in origins]
-        heads = [c.series.head(len(c.values) - t) for c, t in zip(cleaned, tails, strict=True)]
+        plans = [TailPlan(self.max_horizon, self.stride, self._origins(len(c.values)))
+                 for c in cleaned]  # fmt: skip
+        fitted_on = heads(cleaned, plans)
         members = []
-        for clean, head in zip(cleaned, heads, strict=True):
+        for clean, head in zip(cleaned, fitted_on, strict=True):
             model = ExponentialSmoothing(max_gap_steps=self.max_gap_steps, **self.ets_params)
             model.fit(head)
             members.append(_Member(clean, model))
         gbm = GlobalBoost(max_gap_steps=self.max_gap_steps, **self.gbm_params)
-        gbm.fit_many(heads)
+        gbm.fit_many(fitted_on)
         self._members, self._gbm = members, gbm
         scores: list[list[FloatArray]] = [[] for _ in members]
-        position = [len(h) for h in heads]
-        for step in range(max(origins, default=0)):
+        for step in tail_steps(cleaned, plans):
             boosted = gbm.predict_many(self.max_horizon, WIDTH_LEVELS)
-            updates: list[FloatArray] = []
-            for i, member in enumerate(members):
-                values = member.history.values
-                if step >= origins[i]:
-                    updates.append(values[:0])
-                    continue
-                ahead = values[position[i] : position[i] + self.max_horizon]
+            for i, ahead in step.ahead.items():
+                member = members[i]
                 smoothed = member.ets.predict(self.max_horizon, WIDTH_LEVELS).values
-                point, width = _combine(smoothed, boosted[i].values, _floor(values))
+                point, width = _combine(smoothed, boosted[i].values, _floor(member.history.values))
                 scores[i].append((ahead - point[: ahead.size]) / width[: ahead.size])
-                end = len(values) if step + 1 == origins[i] else position[i] + self.stride
-                updates.append(values[position[i] : end])
-                member.ets.update(updates[-1])
-                position[i] = end
-            gbm.update_many(updates)
+                member.ets.update(step.updates[i])
+            gbm.update_many(step.updates)
         for member, own in zip(members, scores, strict=True):
             if own:
                 member.scores = np.sort(np.concatenate(own))
@@ -167,9 +159,6 @@ class Ensemble(SingleFromBatch):
         room = length - self.min_fit_samples - self.max_horizon
         count = min(self.calibration_origins, room // self.stride + 1) if room >= 0 else 0
         return count if count >= MIN_ORIGINS else 0
-
-    def _tail(self, origins: int) -> int:
-        return (origins - 1) * self.stride + self.max_horizon if origins else 0
 
     def _fitted(self) -> GlobalBoost:
         if self._gbm is None:

@@ -26,7 +26,7 @@ documented gap filling).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,25 +36,12 @@ from voltpack.forecast.metrics import mean_pinball_loss
 from voltpack.forecast.protocol import BatchForecaster
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries
 from voltpack.forecast.single_from_batch import SingleFromBatch
+from voltpack.forecast.tail_walk import TailPlan, heads, tail_steps
 from voltpack.model.errors import ForecastError
 
 MIN_ORIGINS = 4
 VALIDATION_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
 DEFAULT_CANDIDATES = ("naive", "seasonal_naive", "ets", "global_gbm")
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """One series' validation: steps ahead per origin, samples between origins, origins."""
-
-    horizon: int
-    stride: int
-    origins: int
-
-    @property
-    def tail(self) -> int:
-        """Samples held out of the head."""
-        return (self.origins - 1) * self.stride + self.horizon if self.origins else 0
 
 
 class TailSelect(SingleFromBatch):
@@ -163,38 +150,27 @@ class TailSelect(SingleFromBatch):
             params.setdefault("max_horizon", self.max_horizon)
         return self._factory(name, params)
 
-    def _plan(self, length: int) -> _Plan:
+    def _plan(self, length: int) -> TailPlan:
         """Validation horizon, stride and origins for a history of `length` samples."""
         horizon = max(1, min(self.max_horizon, length // 8))
         stride = max(1, horizon // 2)
         room = length - min(self.min_fit_samples, length // 2) - horizon
         count = min(self.origins, room // stride + 1) if room >= 0 else 0
-        return _Plan(horizon, stride, count if count >= MIN_ORIGINS else 0)
+        return TailPlan(horizon, stride, count if count >= MIN_ORIGINS else 0)
 
     def _walk(
-        self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[_Plan]
+        self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[TailPlan]
     ) -> list[FloatArray]:
         """Fit `model` on the heads, walk it through the tails; pinball per origin per series."""
-        heads = [c.series.head(len(c.values) - p.tail) for c, p in zip(cleaned, plans, strict=True)]
-        model.fit_many(heads)
-        position = [len(h) for h in heads]
+        model.fit_many(heads(cleaned, plans))
         losses: list[list[float]] = [[] for _ in cleaned]
         horizon = max(p.horizon for p in plans)
-        for step in range(max(p.origins for p in plans)):
+        for step in tail_steps(cleaned, plans):
             forecasts = model.predict_many(horizon, VALIDATION_LEVELS)
-            updates: list[FloatArray] = []
-            for i, (clean, plan) in enumerate(zip(cleaned, plans, strict=True)):
-                values, start = clean.values, position[i]
-                if step >= plan.origins:
-                    updates.append(values[:0])
-                    continue
-                ahead = values[start : start + plan.horizon]
-                table = forecasts[i].values[: ahead.size]
-                losses[i].append(mean_pinball_loss(ahead, table, VALIDATION_LEVELS))
-                end = len(values) if step + 1 == plan.origins else start + plan.stride
-                updates.append(values[start:end])
-                position[i] = end
-            model.update_many(updates)
+            for i, actual in step.ahead.items():
+                table = forecasts[i].values[: actual.size]
+                losses[i].append(mean_pinball_loss(actual, table, VALIDATION_LEVELS))
+            model.update_many(step.updates)
         return [np.array(own, dtype=np.float64) for own in losses]
 
     def _choose(
