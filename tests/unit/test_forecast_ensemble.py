@@ -45,17 +45,6 @@ def test_ensemble_intervals_cover_near_nominal_on_synthetic_noise() -> None:
     assert abs(summary["coverage_98"] - 0.98) < 0.03
 
 
-def test_ensemble_update_moves_the_origin() -> None:
-    series = noisy(4)
-    model = make_forecaster("ensemble", **SMALL)
-    model.fit(series.head(len(series) - 5))
-    model.update(series.values[-5:])
-    forecast = model.predict(3, QUANTILES)
-    assert forecast.start_s == series.time_s(len(series))
-    truth = pattern(len(series) + 3, phase=4)[len(series) :]
-    assert np.abs(forecast.quantile(0.5) - truth).mean() < 5.0
-
-
 def test_ensemble_never_nan_on_bad_histories() -> None:
     histories = bad_histories(60)
     model = make_forecaster("ensemble", **SMALL)

@@ -3,6 +3,8 @@ their nominal share, they are deterministic, and the registry and batch interfac
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -17,8 +19,15 @@ QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 SMALL_GBM = {"rows": 20_000, "calibration_rows": 20_000, "n_estimators": 60, "max_horizon": SEASON}
 
 
-def params(name: str) -> dict[str, int]:
-    return SMALL_GBM if name == "global_gbm" else {}
+SMALL: dict[str, dict[str, Any]] = {
+    "global_gbm": SMALL_GBM,
+    "ensemble": {"max_horizon": SEASON, "gbm": SMALL_GBM},
+    "auto": {"candidates": ("naive", "seasonal_naive", "ets"), "max_horizon": SEASON},
+}
+
+
+def params(name: str) -> dict[str, Any]:
+    return SMALL.get(name, {})
 
 
 @pytest.mark.parametrize("name", ["seasonal_naive", "ets", "global_gbm"])
@@ -68,7 +77,7 @@ def test_same_history_same_forecast(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["seasonal_naive", "ets", "global_gbm"])
+@pytest.mark.parametrize("name", ["seasonal_naive", "ets", "global_gbm", "ensemble", "auto"])
 def test_update_moves_the_origin_without_refitting(name: str) -> None:
     series = noisy(4)
     model = make_forecaster(name, **params(name))

@@ -47,17 +47,6 @@ def test_auto_keeps_the_level_of_a_random_walk_and_picks_a_seasonal_model_for_a_
     assert all(name in note for name in CANDIDATES)
 
 
-def test_auto_update_moves_the_origin_of_the_chosen_model() -> None:
-    series = noisy(3)
-    model = make_forecaster("auto", **CHEAP)
-    model.fit(series.head(len(series) - 5))
-    model.update(series.values[-5:])
-    forecast = model.predict(3, QUANTILES)
-    assert forecast.start_s == series.time_s(len(series))
-    truth = pattern(len(series) + 3, phase=3)[len(series) :]
-    assert np.abs(forecast.quantile(0.5) - truth).mean() < 5.0
-
-
 def test_auto_never_nan_on_bad_histories() -> None:
     histories = bad_histories(6)
     model = make_forecaster("auto", **CHEAP)
