@@ -1,8 +1,10 @@
 """Power oversubscription on a row of eight-GPU A100 servers (POLCA's setup), beside POLCA.
 
 The row's budget is the provisioned power of 40 servers (40 x 6.5 kW). The servers run
-inference driven by the Azure LLM 2023 trace (a diurnal rate, peak/trough 2, peak at 14:00;
-a share of inference servers serve low-priority requests) plus a share of low-priority
+inference driven by the Azure LLM 2023 traces (by default both services, conversation and
+code, sharing the inference servers in proportion to their request rates, every server at the
+same mean rate: `voltpack.sim.traces.service_mix`; a diurnal rate, peak/trough 2, peak at
+14:00; a share of inference servers serve low-priority requests) plus a share of low-priority
 training. The mean request rate per inference server is calibrated on every run (unless
 --rate is given) so that the uncapped row of 40 inference servers peaks at 79 % of its
 provisioned power over the run, POLCA's row-level inference anchor
@@ -16,7 +18,8 @@ Usage:
   python benchmarks/power_oversubscription.py                 # default scenario, 1 day
   python benchmarks/power_oversubscription.py --rate 0.36     # skip the calibration
   python benchmarks/power_oversubscription.py --days 2 --training-share 0.25
-  python benchmarks/power_oversubscription.py --trace path/to/azure_format.csv
+  python benchmarks/power_oversubscription.py --trace path/to/azure_format.csv  # one service
+  python benchmarks/power_oversubscription.py --trace a.csv --trace b.csv       # a mix
   python benchmarks/power_oversubscription.py --policies thresholds,headroom,my-policy.yaml
 """
 
@@ -36,7 +39,8 @@ from voltpack.policies.schema import PowerSpec, load_policy
 from voltpack.sim.power_calibration import RateCalibration, calibrate_rate_per_s
 from voltpack.sim.power_experiment import Limits, RowOutcome, evaluate, uncapped_outcome
 from voltpack.sim.power_row import RowScenario
-from voltpack.sim.traces.azure_llm import LlmRequests, azure_llm_dir, load_azure_llm_trace
+from voltpack.sim.traces.azure_llm import CODE_TRACE, CONVERSATION_TRACE, azure_llm_dir
+from voltpack.sim.traces.service_mix import RowTraffic, load_service_mix
 
 POLCA_EXTRA_SERVERS_PCT = 30.0
 MAX_SERVERS_FACTOR = 2.0
@@ -52,7 +56,7 @@ def resolve_power_spec(spec: str) -> tuple[str, PowerSpec]:
 
 
 def search(
-    name: str, spec: PowerSpec, scenario: RowScenario, trace: LlmRequests, limits: Limits
+    name: str, spec: PowerSpec, scenario: RowScenario, trace: RowTraffic, limits: Limits
 ) -> tuple[int, list[RowOutcome]]:
     """Largest server count meeting every constraint (bisection; assumes monotone)."""
     seen: dict[int, RowOutcome] = {}
@@ -83,10 +87,10 @@ def search(
     return low, sorted(seen.values(), key=lambda o: o.servers)
 
 
-def _search_job(args: tuple[str, PowerSpec, RowScenario, Path, Limits]) -> dict[str, Any]:
-    name, spec, scenario, trace_path, limits = args
+def _search_job(args: tuple[str, PowerSpec, RowScenario, list[Path], Limits]) -> dict[str, Any]:
+    name, spec, scenario, trace_paths, limits = args
     started = time.perf_counter()
-    servers, outcomes = search(name, spec, scenario, load_azure_llm_trace(trace_path), limits)
+    servers, outcomes = search(name, spec, scenario, load_service_mix(trace_paths), limits)
     failing = next((o for o in outcomes if o.servers > servers and not o.ok), None)
     return {
         "policy": name,
@@ -108,7 +112,7 @@ def broken(outcome: RowOutcome, limits: Limits) -> list[str]:
 
 
 def _run_searches(
-    jobs: list[tuple[str, PowerSpec, RowScenario, Path, Limits]], processes: int
+    jobs: list[tuple[str, PowerSpec, RowScenario, list[Path], Limits]], processes: int
 ) -> Iterator[dict[str, Any]]:
     """One search per policy: in this process one after the other, or in a process pool."""
     if processes <= 1:
@@ -130,7 +134,7 @@ def markdown(
     lines = [
         "# Power oversubscription on a row of DGX-A100 servers",
         "",
-        f"Budget: provisioned power of {base_n} servers; trace `{trace}`; "
+        f"Budget: provisioned power of {base_n} servers; traces {trace}; "
         f"{scenario.duration_s / 86_400:g} simulated day(s); training share "
         f"{scenario.training_share:.0%}; low-priority inference share "
         f"{scenario.low_priority_inference_share:.0%}; {scenario.mean_rate_per_s:.4f} requests/s "
@@ -191,7 +195,13 @@ def _row(name: str, servers: int, base_n: int, o: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, default=None, help="Azure-format CSV")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        action="append",
+        help="Azure-format CSV, one per service; repeat for a mix (default: the conversation "
+        "and code traces)",
+    )
     parser.add_argument("--policies", default="thresholds,headroom")
     parser.add_argument("--days", type=float, default=1.0)
     parser.add_argument("--budget-servers", type=int, default=40)
@@ -215,7 +225,7 @@ def main() -> None:
     )
     parser.add_argument("--name", default="power_oversubscription")
     args = parser.parse_args()
-    trace_path = args.trace or azure_llm_dir() / "AzureLLMInferenceTrace_conv.csv"
+    trace_paths = args.trace or [azure_llm_dir() / CONVERSATION_TRACE, azure_llm_dir() / CODE_TRACE]
     scenario = RowScenario(
         servers=args.budget_servers,
         budget_servers=args.budget_servers,
@@ -224,7 +234,7 @@ def main() -> None:
         duration_s=int(args.days * 86_400),
         seed=args.seed,
     )
-    trace = load_azure_llm_trace(trace_path)
+    trace = load_service_mix(trace_paths)
     started = time.perf_counter()
     calibration = None
     if args.rate is None:
@@ -240,7 +250,7 @@ def main() -> None:
         scenario = replace(scenario, mean_rate_per_s=args.rate)
     limits = Limits()
     specs = [resolve_power_spec(p) for p in args.policies.split(",") if p]
-    jobs = [(name, spec, scenario, trace_path, limits) for name, spec in specs]
+    jobs = [(name, spec, scenario, trace_paths, limits) for name, spec in specs]
     results = list(_run_searches(jobs, args.processes))
     baseline = uncapped_outcome(scenario, trace, limits)
     figures = {
@@ -248,14 +258,16 @@ def main() -> None:
         "rate_calibration": None
         if calibration is None
         else {**asdict(calibration), "resolution_s": args.anchor_resolution_s},
-        "trace": str(trace_path.name),
+        "trace": [p.name for p in trace_paths],
+        "services": trace.label(),
         "limits": asdict(limits),
         "no_oversubscription": baseline.as_dict(),
         "policies": results,
         "published": {"polca_extra_servers_pct": POLCA_EXTRA_SERVERS_PCT},
         "wall_s": time.perf_counter() - started,
     }
-    text = markdown(scenario, baseline, results, trace_path.name, calibration)
+    traces = " + ".join(f"`{p.name}`" for p in trace_paths)
+    text = markdown(scenario, baseline, results, f"{traces} ({trace.label()})", calibration)
     if calibration is not None and args.anchor_resolution_s != 1:
         text = text.replace(
             "over the run (POLCA's",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.sim.power_row import RowScenario, build_workload, run_uncapped
-from voltpack.sim.traces.azure_llm import LlmRequests
+from voltpack.sim.traces.service_mix import RowTraffic
 
 INFERENCE_ROW_PEAK_SHARE = 0.79
 """POLCA (ASPLOS'24): an LLM inference row peaks at ~79 % of its provisioned power."""
@@ -52,7 +52,7 @@ class RateCalibration:
     """(rate per s, row peak share) at every rate tried, in order."""
 
 
-def row_peak_share(scenario: RowScenario, trace: LlmRequests, resolution_s: int = 1) -> float:
+def row_peak_share(scenario: RowScenario, trace: RowTraffic, resolution_s: int = 1) -> float:
     """Peak of the uncapped row's power over the run / the row's provisioned power.
 
     `resolution_s`: the power is averaged over consecutive windows of this many seconds first
@@ -74,7 +74,7 @@ def row_peak_share(scenario: RowScenario, trace: LlmRequests, resolution_s: int 
 
 def calibrate_rate_per_s(
     scenario: RowScenario,
-    trace: LlmRequests,
+    trace: RowTraffic,
     target_share: float = INFERENCE_ROW_PEAK_SHARE,
     tolerance: float = PEAK_SHARE_TOLERANCE,
     resolution_s: int = 1,

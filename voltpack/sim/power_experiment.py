@@ -18,7 +18,7 @@ import numpy as np
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.breaker import BreakerCurve
 from voltpack.sim.power_row import RowRun, RowScenario, build_workload, run_row
-from voltpack.sim.traces.azure_llm import LlmRequests
+from voltpack.sim.traces.service_mix import RowTraffic
 
 J_PER_KWH = 3.6e6
 
@@ -142,7 +142,7 @@ def allowed_excursion_s(spec: PowerSpec, scenario: RowScenario) -> int:
 
 
 def evaluate(
-    scenario: RowScenario, trace: LlmRequests, specs: dict[str, PowerSpec], limits: Limits
+    scenario: RowScenario, trace: RowTraffic, specs: dict[str, PowerSpec], limits: Limits
 ) -> list[RowOutcome]:
     """Every policy in `specs` on one scenario (one uncapped baseline shared by all)."""
     workload = build_workload(scenario, trace)
@@ -155,7 +155,7 @@ def evaluate(
     return outcomes
 
 
-def uncapped_outcome(scenario: RowScenario, trace: LlmRequests, limits: Limits) -> RowOutcome:
+def uncapped_outcome(scenario: RowScenario, trace: RowTraffic, limits: Limits) -> RowOutcome:
     """No oversubscription: the servers the budget was provisioned for, never capped."""
     workload = build_workload(replace(scenario, servers=scenario.budget_servers), trace)
     baseline = run_row(workload, None)

@@ -1,6 +1,7 @@
 """A row of eight-GPU servers under one power budget, second by second (POLCA's setup).
 
-Inference servers replay the Azure LLM 2023 trace with a diurnal rate; a share of them serve
+Inference servers replay the Azure LLM 2023 trace (one service, or a mix of its services:
+`voltpack.sim.traces.service_mix`) with a diurnal rate; a share of them serve
 low-priority inference (POLCA's mix: batch or internal requests), the rest high-priority
 inference. Training servers (low priority) run synchronous jobs whose power drops at every
 iteration boundary. Servers are ordered high-priority inference, low-priority inference,
@@ -46,6 +47,7 @@ from voltpack.power.controller import GpuSlot, PowerController, Telemetry
 from voltpack.power.domains import PowerDomain, PowerDomainTree
 from voltpack.power.setup import default_actions, settings_from_spec
 from voltpack.sim.traces.azure_llm import LlmRequests, diurnal_request_stream
+from voltpack.sim.traces.service_mix import RowTraffic, as_mix
 
 GPU_SKU = "A100-80GB"
 
@@ -135,16 +137,26 @@ class RowWorkload:
         return self.n_inference - low
 
 
-def build_workload(scenario: RowScenario, trace: LlmRequests) -> RowWorkload:
-    """Per-server request streams and training-job phases, deterministic in the seed."""
+def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
+    """Per-server request streams and training-job phases, deterministic in the seed.
+
+    `traffic`: one trace every inference server replays, or a `ServiceMix` whose services
+    share the inference servers (`ServiceMix.services_of`); every server has the same mean
+    request rate, `scenario.mean_rate_per_s`.
+    """
     rng = np.random.default_rng(scenario.seed)
     n_training = round(scenario.servers * scenario.training_share)
     n_inference = scenario.servers - n_training
+    mix = as_mix(traffic)
     streams = [
         diurnal_request_stream(
-            trace, scenario.duration_s, scenario.mean_rate_per_s, rng, scenario.peak_to_trough
+            mix.traces[service],
+            scenario.duration_s,
+            scenario.mean_rate_per_s,
+            rng,
+            scenario.peak_to_trough,
         )
-        for _ in range(n_inference)
+        for service in mix.services_of(n_inference)
     ]
     profile = default_inference_profile()
     loads = [

@@ -103,6 +103,19 @@ def load_azure_llm_trace(path: Path) -> LlmRequests:
     )
 
 
+def trace_span_s(trace: LlmRequests) -> float:
+    """The time one replay of the trace covers: its arrivals plus one mean gap after the last
+    request, so replayed blocks join without a seam (1 s for a single request)."""
+    count = trace.arrival_s.size
+    last_s = float(trace.arrival_s[-1]) if count else 0.0
+    return last_s * count / (count - 1) if count > 1 and last_s > 0 else 1.0
+
+
+def trace_rate_per_s(trace: LlmRequests) -> float:
+    """Mean requests per second over the trace's span."""
+    return trace.arrival_s.size / trace_span_s(trace)
+
+
 def diurnal_rate_per_s(
     time_s: NDArray[np.float64],
     mean_rate_per_s: float,
@@ -139,9 +152,7 @@ def diurnal_request_stream(
     count = trace.arrival_s.size
     if count == 0:
         raise InvalidRequestError("the trace holds no requests to replay")
-    last_s = float(trace.arrival_s[-1]) if count else 0.0
-    # one mean gap after the last request, so the replayed blocks join without a seam
-    span_s = last_s * count / (count - 1) if count > 1 and last_s > 0 else 1.0
+    span_s = trace_span_s(trace)
     trace_rate = count / span_s
     peak_rate = mean_rate_per_s * 2.0 * peak_to_trough / (peak_to_trough + 1.0)
     copies = max(1, math.ceil(peak_rate / trace_rate))
