@@ -32,6 +32,7 @@ from voltpack.operator.crds import install_crds
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import parse_policy
+from voltpack.store import PowerSample
 from voltpack.telemetry.nvml import NvmlBackend
 
 NODE = "gpu-h100-0"
@@ -215,7 +216,16 @@ def bound_pod(name: str, gpus: tuple[int, ...], priority: int) -> dict[str, Any]
 
 
 @pytest.fixture
+def rig_database(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """The operator's history database: none unless a test asks (indirect "sqlite")."""
+    if getattr(request, "param", None) == "sqlite":
+        return f"sqlite:///{tmp_path / 'history' / 'voltpack.db'}"
+    return None
+
+
+@pytest.fixture
 def rig(
+    rig_database: str | None,
     emulator: RunningEmulator,
     api_client: client.ApiClient,
     core: client.CoreV1Api,
@@ -248,6 +258,7 @@ def rig(
         lease_duration_s=5,
         metrics_port=0,
         power_interval_s=0.05,
+        database_url=rig_database,
     )
     operator = Operator(api_client, config, power_clock=clock)
     stop = threading.Event()
@@ -436,4 +447,52 @@ def test_placement_never_pushes_a_domain_over_its_budget(rig: Rig) -> None:
         lambda: rig.core.read_namespaced_pod("late", "default").spec.node_name == OTHER_NODE,
         timeout_s=WAIT_S,
         what="the pod to be bound once the budget allows it",
+    )
+
+
+@pytest.mark.parametrize("rig_database", ["sqlite"], indirect=True)
+def test_placement_leaves_room_for_a_domains_forecast_peak(rig: Rig) -> None:
+    # (f) rack-r2 reads 0 W now, but its recorded history says it peaks near its budget at
+    # this time of day: the forecast peak, not the reading, decides whether a GPU fits
+    rig.core.patch_node(OTHER_NODE, {"metadata": {"labels": {RACK_LABEL: "r2"}}})
+    rack = power_budget("rack-r2", 5000)
+    rack["spec"]["nodeSelector"]["matchLabels"][RACK_LABEL] = "r2"
+    rig.custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", rack)
+    wait_for(
+        lambda: rig.budget_status("rack-r2").get("powerW") == 0,
+        timeout_s=WAIT_S,
+        what="the power loop to account rack-r2",
+    )
+    history = rig.operator.history
+    assert history is not None
+    now_s = rig.clock()
+    samples = [
+        PowerSample(at_s=now_s - (4320 - i) * 60.0, power_w=4800.0, budget_w=5000.0)
+        for i in range(4320)
+    ]  # three days at 4.8 kW, one sample a minute
+    history.read(lambda s: s.add_power_samples("rack-r2", samples))
+    rig.clock.advance(301.0)  # the next forecast refresh is due
+    wait_for(
+        lambda: rig.metric("voltpack_power_domain_forecast_peak_watts", domain="rack-r2") == 4800.0,
+        timeout_s=WAIT_S,
+        what="rack-r2's forecast peak from its recorded history",
+    )
+    rig.core.create_namespaced_pod("default", pod_manifest("late", gpus=1))
+    wait_for(
+        lambda: any(
+            e.involved_object.name == "late" and "power domain" in (e.message or "")
+            for e in rig.core.list_namespaced_event("default").items
+        ),
+        timeout_s=WAIT_S,
+        what="a FailedScheduling event naming the power domain",
+    )
+    assert rig.core.read_namespaced_pod("late", "default").spec.node_name is None
+    # room above the forecast peak: the pod is placed
+    rig.custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "powerbudgets", "rack-r2", {"spec": {"budgetW": 8000}}
+    )
+    wait_for(
+        lambda: rig.core.read_namespaced_pod("late", "default").spec.node_name == OTHER_NODE,
+        timeout_s=WAIT_S,
+        what="the pod to be bound once the budget leaves room above the forecast peak",
     )

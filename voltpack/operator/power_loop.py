@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.operator.binder import record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.kube import api_message, call_json
+from voltpack.operator.power_forecasts import ForecastPeaks
 from voltpack.operator.power_metrics import PowerFigures
 from voltpack.operator.power_objects import (
     VOLTPACK_API_VERSION,
@@ -95,7 +96,9 @@ class PowerLoop:
         history: BufferedStore | None = None,
         read_only: bool = False,
     ) -> None:
-        """`history`: where each domain's power is recorded (rolled up per minute), if set.
+        """`history`: where each domain's power is recorded (rolled up per minute), if set;
+        with it (and `spec.forecast.enabled`) the scheduler's headroom also leaves room under
+        each domain's forecast peak (`power_forecasts.ForecastPeaks`).
 
         `read_only`: plan without writing anything (a dry run): GPUNode spec changes are
         collected in `planned` instead of written; no status, Event or history is written.
@@ -118,6 +121,11 @@ class PowerLoop:
         self._ladders: dict[str, ActionLadder | str] = {}
         self._reported: dict[str, str] = {}  # problems already told, by object name
         self._actions: Counter[tuple[str, str]] = Counter()
+        self.forecasts = (
+            ForecastPeaks(self.spec.forecast, history)
+            if history is not None and self.spec.forecast.enabled
+            else None
+        )
 
     def run(self, stop: threading.Event, is_leader: Callable[[], bool]) -> None:
         """Tick every interval while `is_leader()`, until `stop` is set."""
@@ -132,21 +140,22 @@ class PowerLoop:
         try:
             return self.tick()
         except Exception:  # a tick must never take the operator down
-            figures = self.figures
-            self.figures = PowerFigures(
-                figures.domains, figures.invalid_domains, figures.actions_total,
-                figures.ticks, figures.failed_ticks + 1,
-            )  # fmt: skip
+            self.figures = replace(self.figures, failed_ticks=self.figures.failed_ticks + 1)
             log.exception("power tick failed; retrying next interval")
             return None
 
     def headroom(self, snapshot: ClusterSnapshot) -> PowerHeadroom | None:
-        """Each domain's headroom for the scheduler (budget minus the larger of measured and
-        worst-case power at the last tick); None before the first tick or without domains."""
+        """Each domain's headroom for the scheduler: budget minus the largest of measured and
+        worst-case power at the last tick and the domain's current forecast peak; None before
+        the first tick or without domains."""
         tree, decision = self._tree, self.last_decision
         if tree is None or decision is None:
             return None
-        peaks = {r.name: max(r.power_w, r.worst_case_w) for r in decision.domains}
+        forecast = self.forecasts.current(self.clock()) if self.forecasts is not None else {}
+        peaks = {
+            r.name: max(r.power_w, r.worst_case_w, forecast.get(r.name, 0.0))
+            for r in decision.domains
+        }
         models = [
             snapshot.gpu_models[m] if m != NO_GPU_MODEL else None
             for m in snapshot.node_gpu_model.tolist()
@@ -173,6 +182,10 @@ class PowerLoop:
             self._write_settings(decision, gpunodes)
             self._write_statuses(decision.domains, domains)
             self._record(decision)
+            if self.forecasts is not None:
+                self.forecasts.start_refresh(
+                    self.clock(), [(r.name, r.budget_w) for r in decision.domains]
+                )
             for event in decision.events:
                 budget = domains.budgets.get(event.domain)
                 if budget is not None:
@@ -188,6 +201,7 @@ class PowerLoop:
             dict(self._actions),
             figures.ticks + 1,
             figures.failed_ticks,
+            self.forecasts.current(self.clock()) if self.forecasts is not None else {},
         )
         return decision
 

@@ -26,6 +26,8 @@ class PowerFigures:
     """Settings changes so far by (domain, action): lock_clocks, cap_power, release."""
     ticks: int = 0
     failed_ticks: int = 0
+    forecast_peaks_w: dict[str, float] = field(default_factory=dict)
+    """Each domain's current forecast peak (`power_forecasts.ForecastPeaks.current`)."""
 
 
 def _per_domain(name: str, documentation: str) -> GaugeMetricFamily:
@@ -87,6 +89,14 @@ class PowerCollector(Collector):
             brake.add_metric(name, 1.0 if report.braking else 0.0)
             level.add_metric([report.name, report.level], 1.0)
         yield from (power, worst, headroom, locked, capped, stale, brake, level)
+        forecast = _per_domain(
+            "voltpack_power_domain_forecast_peak_watts",
+            "Forecast quantile of a domain's peak power over the forecast horizon (placements "
+            "leave room under it).",
+        )
+        for domain, peak_w in sorted(figures.forecast_peaks_w.items()):
+            forecast.add_metric([domain], peak_w)
+        yield forecast
         invalid = _per_domain(
             "voltpack_power_domain_invalid",
             "1 for each PowerBudget the power loop cannot use (see its Events).",

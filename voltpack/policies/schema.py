@@ -8,6 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from voltpack.forecast.registry import forecaster_names
 from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
 from voltpack.perf.gpu_power import power_model_for
@@ -56,6 +57,31 @@ class PowerDomainSpec(_Strict):
     parent: str | None = None
 
 
+class PowerForecastSpec(_Strict):
+    """The power forecast the scheduler's placement headroom takes into account: each domain's
+    recorded power is forecast every `refresh_s`, and until the next refresh a placement must
+    also leave room under the `level` quantile of the peak over the next `horizon_s`."""
+
+    enabled: bool = Field(default=True, description="needs the operator's history store")
+    model: str = Field(default="seasonal_naive", description="a forecaster name")
+    horizon_s: float = Field(default=900.0, gt=0, le=86_400)
+    level: float = Field(default=0.99, gt=0.5, lt=1.0)
+    refresh_s: float = Field(default=300.0, gt=0)
+    history_s: float = Field(
+        default=7 * 86_400.0,
+        gt=0,
+        description="recorded power the forecaster fits on (a daily season needs two days)",
+    )
+
+    @model_validator(mode="after")
+    def _known_model(self) -> PowerForecastSpec:
+        if self.model not in forecaster_names():
+            raise ValueError(
+                f"unknown forecaster {self.model!r}; known: {sorted(forecaster_names())}"
+            )
+        return self
+
+
 class PowerSpec(_Strict):
     """How the power manager keeps power domains under budget."""
 
@@ -80,6 +106,7 @@ class PowerSpec(_Strict):
         default_factory=dict, description="per GPU SKU; others get derived defaults"
     )
     domains: list[PowerDomainSpec] = Field(default_factory=list)
+    forecast: PowerForecastSpec = Field(default_factory=PowerForecastSpec)
 
     @model_validator(mode="after")
     def _late_before_stale(self) -> PowerSpec:

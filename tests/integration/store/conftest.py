@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,34 @@ def store(store_url: str) -> Iterator[Store]:
     """A migrated store on an empty database."""
     with Store.open(store_url) as opened:
         yield opened
+
+
+@dataclass
+class Outage:
+    """Cuts the database off and brings it back, for real."""
+
+    cut: Callable[[], None]
+    restore: Callable[[], None]
+
+
+@pytest.fixture
+def outage(backend: str, store: Store, request: pytest.FixtureRequest) -> Iterator[Outage]:
+    if backend == "postgresql":
+        server: TemporaryPostgres = request.getfixturevalue("postgres_server")
+        try:
+            yield Outage(cut=server.stop, restore=server.start)
+        finally:
+            server.start()  # the next test needs the server
+        return
+    url = store.engine.url
+    assert url.database is not None
+    folder = Path(url.database).parent
+    away = folder.with_name(folder.name + ".away")
+
+    def cut() -> None:
+        folder.rename(away)
+
+    def restore() -> None:
+        away.rename(folder)
+
+    yield Outage(cut=cut, restore=restore)

@@ -5,13 +5,12 @@ written when the database is back; readers get `StoreUnavailableError` meanwhile
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.integration.store.conftest import Outage
 from voltpack.store import (
     BufferedStore,
     DecisionRecord,
@@ -21,37 +20,6 @@ from voltpack.store import (
     StoreUnavailableError,
     TemporaryPostgres,
 )
-
-
-@dataclass
-class Outage:
-    """Cuts the database off and brings it back, for real."""
-
-    cut: Callable[[], None]
-    restore: Callable[[], None]
-
-
-@pytest.fixture
-def outage(backend: str, store: Store, request: pytest.FixtureRequest) -> Iterator[Outage]:
-    if backend == "postgresql":
-        server: TemporaryPostgres = request.getfixturevalue("postgres_server")
-        try:
-            yield Outage(cut=server.stop, restore=server.start)
-        finally:
-            server.start()  # the next test needs the server
-        return
-    url = store.engine.url
-    assert url.database is not None
-    folder = Path(url.database).parent
-    away = folder.with_name(folder.name + ".away")
-
-    def cut() -> None:
-        folder.rename(away)
-
-    def restore() -> None:
-        away.rename(folder)
-
-    yield Outage(cut=cut, restore=restore)
 
 
 class Clock:

@@ -1,0 +1,101 @@
+"""A power domain's recorded power roll-ups -> a quantile forecast and the headroom it leaves.
+
+The operator records each domain's power rolled up per time bucket; the peak of each bucket
+(`max_w`) is the series forecast, because a budget is broken by peaks, not by means. Missing
+buckets become gaps (NaN), which the forecaster's history checks fill or refuse. The admin API
+(`GET /v1/power/domains/{name}/forecast`) and the operator's power loop (the headroom the
+scheduler sees) both forecast through `forecast_domain_power`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from voltpack.forecast.headroom import PowerHeadroom, power_headroom
+from voltpack.forecast.registry import make_forecaster
+from voltpack.forecast.series import QuantileForecast, TimeSeries
+from voltpack.model.errors import ForecastError
+
+DAY_S = 86_400.0
+BASE_LEVELS = (0.1, 0.5, 0.9)
+"""Quantile levels every power forecast carries, besides the one asked for."""
+
+
+class PowerRollup(Protocol):
+    """One bucket of a domain's recorded power (the store's `PowerBucket` is one)."""
+
+    @property
+    def bucket_start_s(self) -> float: ...
+    @property
+    def bucket_s(self) -> float: ...
+    @property
+    def max_w(self) -> float: ...
+    @property
+    def budget_w(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class DomainPowerForecast:
+    """A domain's power forecast and its headroom under the budget."""
+
+    model: str
+    forecast: QuantileForecast
+    headroom: PowerHeadroom
+
+
+def power_series(domain: str, rollups: Sequence[PowerRollup]) -> TimeSeries:
+    """The peak power per bucket on a regular grid (gaps as NaN), with a daily season when the
+    history holds two days."""
+    if not rollups:
+        raise ForecastError(f"domain {domain}: no power history is stored yet")
+    step_s = float(np.median([r.bucket_s for r in rollups]))
+    start_s = rollups[0].bucket_start_s
+    length = round((rollups[-1].bucket_start_s - start_s) / step_s) + 1
+    values = np.full(length, np.nan)
+    for rollup in rollups:
+        index = round((rollup.bucket_start_s - start_s) / step_s)
+        if 0 <= index < length:
+            values[index] = rollup.max_w if math.isnan(values[index]) else max(
+                values[index], rollup.max_w)  # fmt: skip
+    day = round(DAY_S / step_s)
+    seasons = (day,) if day >= 2 and length >= 2 * day else ()
+    return TimeSeries(
+        name=f"power/{domain}", family="power", step_s=step_s, start_s=start_s,
+        values=values, unit="watts", seasons=seasons,
+    )  # fmt: skip
+
+
+def latest_budget_w(domain: str, rollups: Sequence[PowerRollup]) -> float:
+    """The newest budget recorded with the roll-ups."""
+    budgets = [r.budget_w for r in rollups if r.budget_w]
+    if not budgets:
+        raise ForecastError(f"budget_w: domain {domain} has no stored budget; pass budget_w")
+    return float(budgets[-1])
+
+
+def forecast_domain_power(
+    domain: str,
+    rollups: Sequence[PowerRollup],
+    *,
+    horizon_s: float,
+    level: float,
+    budget_w: float | None = None,
+    model: str = "seasonal_naive",
+) -> DomainPowerForecast:
+    """Forecast `domain`'s peak power `horizon_s` ahead and the headroom the `level` quantile
+    leaves under its budget (the newest recorded budget unless `budget_w` is given)."""
+    history = power_series(domain, rollups)
+    if budget_w is None:
+        budget_w = latest_budget_w(domain, rollups)
+    steps = max(1, math.ceil(horizon_s / history.step_s))
+    levels = sorted({*BASE_LEVELS, level})
+    forecaster = make_forecaster(model)
+    forecaster.fit_many([history])
+    (forecast,) = forecaster.predict_many(steps, levels)
+    headroom = power_headroom(forecast, domain, budget_w, level=level)
+    return DomainPowerForecast(model, forecast, headroom)
