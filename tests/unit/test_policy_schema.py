@@ -209,6 +209,10 @@ POWER_HEADER = (
         ),
         ("    gpus: {Z9000: {lock_clocks_mhz: [900], floor_power_w: 100}}\n", "unknown GPU model"),
         ("    domains: [{name: r, budget_w: -5}]\n", "spec.power.domains.0.budget_w"),
+        ("    forecast: {model: crystal-ball}\n", "spec.power.forecast: .*'crystal-ball'.*known"),
+        ("    forecast: {level: 1.5}\n", "spec.power.forecast.level"),
+        ("    forecast: {horizon_s: 0}\n", "spec.power.forecast.horizon_s"),
+        ("    forecast: {refresh: 60}\n", "spec.power.forecast.refresh"),
     ],
 )
 def test_bad_power_sections_name_the_field(power: str, message: str) -> None:
