@@ -103,6 +103,8 @@ def test_registry_names_have_summaries_and_unknown_names_fail() -> None:
     names = forecaster_names()
     assert set(names) == {"naive", "seasonal_naive", "ets", "global_gbm", "ensemble", "auto"}
     assert all(summary.endswith(".") for summary in names.values())
+    for name in names:  # every listed name builds (names.py and the builders agree)
+        assert make_forecaster(name) is not None
     with pytest.raises(ForecastError, match="unknown forecaster 'prophet'"):
         make_forecaster("prophet")
     with pytest.raises(ForecastError, match="bad parameters"):

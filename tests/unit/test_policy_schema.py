@@ -213,6 +213,7 @@ POWER_HEADER = (
         ("    forecast: {level: 1.5}\n", "spec.power.forecast.level"),
         ("    forecast: {horizon_s: 0}\n", "spec.power.forecast.horizon_s"),
         ("    forecast: {refresh: 60}\n", "spec.power.forecast.refresh"),
+        ("    forecast: {refresh_s: 1000, horizon_s: 900}\n", "refresh_s .* at most horizon_s"),
     ],
 )
 def test_bad_power_sections_name_the_field(power: str, message: str) -> None:

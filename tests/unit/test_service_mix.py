@@ -53,6 +53,13 @@ def test_every_first_n_servers_hold_the_services_in_proportion(servers: int) -> 
         assert np.all(np.abs(counts - np.array(mix.shares) * prefix) < 1.0)
 
 
+def test_two_services_get_their_rounded_share_at_every_prefix(both: ServiceMix) -> None:
+    share = both.shares[0]
+    services = both.services_of(120)
+    for prefix in range(1, 121):
+        assert abs(services[:prefix].count(0) - share * prefix) <= 0.5 + 1e-9
+
+
 def test_a_service_with_a_rate_share_gets_servers_before_rarer_ones() -> None:
     mix = ServiceMix(("busy", "quiet"), (requests(90, 60), requests(10, 60)))
     assert mix.services_of(10).count(0) == 9

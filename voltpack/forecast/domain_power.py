@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from voltpack.forecast.headroom import PowerHeadroom, power_headroom
+from voltpack.forecast.history import MIN_GAP_LIMIT_STEPS
 from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import QuantileForecast, TimeSeries
 from voltpack.model.errors import ForecastError
@@ -50,7 +52,9 @@ class DomainPowerForecast:
 
 def power_series(domain: str, rollups: Sequence[PowerRollup]) -> TimeSeries:
     """The peak power per bucket on a regular grid (gaps as NaN), with a daily season when the
-    history holds two days."""
+    history holds two days. History before a gap too long to fill (an outage: longer than a
+    day, or than `MIN_GAP_LIMIT_STEPS` buckets when what follows holds no daily season) is left
+    out: the series starts after the last such gap."""
     if not rollups:
         raise ForecastError(f"domain {domain}: no power history is stored yet")
     step_s = float(np.median([r.bucket_s for r in rollups]))
@@ -63,11 +67,32 @@ def power_series(domain: str, rollups: Sequence[PowerRollup]) -> TimeSeries:
             values[index] = rollup.max_w if math.isnan(values[index]) else max(
                 values[index], rollup.max_w)  # fmt: skip
     day = round(DAY_S / step_s)
-    seasons = (day,) if day >= 2 and length >= 2 * day else ()
+    first = _after_last_long_gap(values, max(day, MIN_GAP_LIMIT_STEPS))
+    if not (day >= 2 and values.size - first >= 2 * day):  # no season: shorter gaps are too long
+        first = max(first, _after_last_long_gap(values, MIN_GAP_LIMIT_STEPS))
+    values, start_s = values[first:], start_s + first * step_s
+    seasons = (day,) if day >= 2 and values.size >= 2 * day else ()
     return TimeSeries(
         name=f"power/{domain}", family="power", step_s=step_s, start_s=start_s,
         values=values, unit="watts", seasons=seasons,
     )  # fmt: skip
+
+
+def _after_last_long_gap(values: NDArray[np.float64], limit_steps: int) -> int:
+    """Index just past the last run of more than `limit_steps` NaN (0 when there is none)."""
+    missing = np.concatenate(([0], np.isnan(values).astype(np.int8), [0]))
+    edges = np.diff(missing)
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    long_runs = ends[(ends - starts) > limit_steps]
+    return int(long_runs[-1]) if long_runs.size else 0
+
+
+def history_age_s(domain: str, rollups: Sequence[PowerRollup], now_s: float) -> float:
+    """Seconds from the end of the newest recorded bucket to `now_s` (0 if it is not over)."""
+    if not rollups:
+        raise ForecastError(f"domain {domain}: no power history is stored yet")
+    newest = rollups[-1]
+    return max(0.0, now_s - (newest.bucket_start_s + newest.bucket_s))
 
 
 def latest_budget_w(domain: str, rollups: Sequence[PowerRollup]) -> float:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from voltpack.forecast.domain_power import forecast_domain_power
+from voltpack.forecast.domain_power import forecast_domain_power, history_age_s
 from voltpack.model.errors import ForecastError
 from voltpack.policies.schema import PowerForecastSpec
 from voltpack.store import BufferedStore, PowerBucket, StoreUnavailableError
@@ -93,6 +93,11 @@ class ForecastPeaks:
             except StoreUnavailableError as exc:
                 self._tell("store", f"power forecasts skipped: history store unavailable: {exc}")
                 return False
+            except Exception as exc:  # a record the store cannot read back: this domain only
+                self._tell(
+                    domain, f"domain {domain}: no power forecast: {type(exc).__name__}: {exc}"
+                )
+                continue
             peak = self._forecast(domain, rollups, budget_w, now_s)
             if peak is not None:
                 peaks[domain] = peak
@@ -114,14 +119,27 @@ class ForecastPeaks:
     def _forecast(
         self, domain: str, rollups: list[PowerBucket], budget_w: float, now_s: float
     ) -> ForecastPeak | None:
+        """The peak over [now, now + horizon]. The forecast starts where the recorded history
+        ends, so it is stretched over the time since (the peak then also covers that
+        unrecorded stretch: conservative); history that stopped more than a horizon ago is
+        not forecast from."""
         spec = self.spec
         try:
+            age_s = history_age_s(domain, rollups, now_s)
+            if age_s > spec.horizon_s:
+                raise ForecastError(
+                    f"its newest recorded power is {age_s:.0f} s old, more than the "
+                    f"{spec.horizon_s:g} s horizon"
+                )
             result = forecast_domain_power(
-                domain, rollups, horizon_s=spec.horizon_s, level=spec.level,
+                domain, rollups, horizon_s=spec.horizon_s + age_s, level=spec.level,
                 budget_w=budget_w, model=spec.model,
             )  # fmt: skip
         except ForecastError as exc:
             self._tell(domain, f"domain {domain}: no power forecast: {exc}")
+            return None
+        except Exception as exc:  # a model's own bug must not cost the other domains theirs
+            self._tell(domain, f"domain {domain}: no power forecast: {type(exc).__name__}: {exc}")
             return None
         self._told.pop(domain, None)
         headroom = result.headroom

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from voltpack.forecast.registry import forecaster_names
+from voltpack.forecast.names import forecaster_names
 from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
 from voltpack.perf.gpu_power import power_model_for
@@ -59,8 +59,10 @@ class PowerDomainSpec(_Strict):
 
 class PowerForecastSpec(_Strict):
     """The power forecast the scheduler's placement headroom takes into account: each domain's
-    recorded power is forecast every `refresh_s`, and until the next refresh a placement must
-    also leave room under the `level` quantile of the peak over the next `horizon_s`."""
+    recorded power is forecast every `refresh_s` (at most `horizon_s`, so forecasts overlap),
+    and for `horizon_s` after each refresh a placement must also leave room under the `level`
+    quantile of the domain's peak over that time. On by default wherever the operator keeps a
+    history store; `enabled: false` places by measured power only."""
 
     enabled: bool = Field(default=True, description="needs the operator's history store")
     model: str = Field(default="seasonal_naive", description="a forecaster name")
@@ -75,6 +77,11 @@ class PowerForecastSpec(_Strict):
 
     @model_validator(mode="after")
     def _known_model(self) -> PowerForecastSpec:
+        if self.refresh_s > self.horizon_s:
+            raise ValueError(
+                f"refresh_s ({self.refresh_s:g}) must be at most horizon_s ({self.horizon_s:g}): "
+                "a forecast stops counting after its horizon"
+            )
         if self.model not in forecaster_names():
             raise ValueError(
                 f"unknown forecaster {self.model!r}; known: {sorted(forecaster_names())}"

@@ -7,6 +7,7 @@ import logging
 import math
 
 import pytest
+import sqlalchemy
 from prometheus_client import CollectorRegistry
 
 from tests.integration.store.conftest import Outage
@@ -30,12 +31,12 @@ def buffered(store: Store) -> BufferedStore:
     return BufferedStore(store, registry=CollectorRegistry(), retry_interval_s=0.0)
 
 
-def record(buffered: BufferedStore, domain: str, days: float) -> None:
-    """`days` of one sample a minute ending at NOW_S, as the power loop records them."""
+def record(buffered: BufferedStore, domain: str, days: float, end_s: float = NOW_S) -> None:
+    """`days` of one sample a minute ending at `end_s`, as the power loop records them."""
     count = int(days * 1440)
     samples = [
         PowerSample(at_s=at, power_w=diurnal_w(at), budget_w=BUDGET_W)
-        for at in (NOW_S - (count - i) * 60.0 for i in range(count))
+        for at in (end_s - (count - i) * 60.0 for i in range(count))
     ]
     buffered.read(lambda s: s.add_power_samples(domain, samples))
 
@@ -96,3 +97,44 @@ def test_an_outage_skips_the_refresh_keeps_the_last_forecast_and_retries(
         outage.restore()
     assert peaks.refresh(NOW_S + 600.0, [("row-1", BUDGET_W)])
     assert set(peaks.current(NOW_S + 600.0)) == {"row-1"}
+
+
+def test_a_late_history_is_stretched_to_now_and_a_stopped_one_is_not_used(
+    buffered: BufferedStore,
+) -> None:
+    # recording stopped 30 minutes ago (an operator restart): the peak covers [now, now + 1 h]
+    record(buffered, "row-1", days=3, end_s=NOW_S - 1800.0)
+    peaks = ForecastPeaks(SPEC, buffered)
+    assert peaks.refresh(NOW_S, [("row-1", BUDGET_W)])
+    in_an_hour_w = diurnal_w(NOW_S + 3600.0)
+    assert peaks.current(NOW_S)["row-1"] >= in_an_hour_w - 100.0
+    # stopped 6 hours ago: more than the horizon, so no forecast (measured power only)
+    assert peaks.refresh(NOW_S + 6 * 3600.0, [("row-1", BUDGET_W)])
+    assert peaks.current(NOW_S + 6 * 3600.0) == {}
+    assert "s old" in peaks._told["row-1"]
+
+
+def test_history_before_an_outage_longer_than_a_day_is_left_out(buffered: BufferedStore) -> None:
+    record(buffered, "row-1", days=3, end_s=NOW_S - 2 * DAY_S)  # then a 2-day outage
+    record(buffered, "row-1", days=0.5)  # and half a day since
+    peaks = ForecastPeaks(SPEC, buffered)
+    assert peaks.refresh(NOW_S, [("row-1", BUDGET_W)])
+    assert set(peaks.current(NOW_S)) == {"row-1"}
+
+
+def test_a_corrupt_record_costs_only_its_own_domains_forecast(
+    buffered: BufferedStore, store: Store
+) -> None:
+    record(buffered, "row-1", days=1)
+    with store.engine.begin() as connection:  # a zero-length bucket no forecaster can grid
+        connection.execute(
+            sqlalchemy.text(
+                "INSERT INTO power_samples (domain, bucket_start_s, bucket_s, samples, mean_w, "
+                "max_w, budget_w, actions) VALUES ('row-2', :at, 0, 1, 1, 1, 5000, 0)"
+            ),
+            {"at": NOW_S - 60.0},
+        )
+    peaks = ForecastPeaks(SPEC, buffered)
+    assert peaks.refresh(NOW_S, [("row-1", BUDGET_W), ("row-2", BUDGET_W)])
+    assert set(peaks.current(NOW_S)) == {"row-1"}
+    assert "no power forecast: ZeroDivisionError" in peaks._told["row-2"]

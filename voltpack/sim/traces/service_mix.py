@@ -6,7 +6,9 @@ the service's request rate in its trace (requests per second over the trace's sp
 server carries the same mean request rate and a busier service gets more servers. Servers are
 assigned in turn, each to the service furthest below its share so far, so any first `n`
 servers (the high-priority ones, or the servers of a smaller row) hold the services in
-proportion too. A single trace is a mix of one service.
+proportion too: with two services each count is n x share rounded (within half a server);
+with more, this greedy rule keeps each within about one server. A single trace is a mix
+of one service.
 """
 
 from __future__ import annotations
