@@ -34,8 +34,6 @@ class ForecastPeak:
     """A domain's forecast peak and when it stops counting."""
 
     peak_w: float
-    budget_w: float
-    made_at_s: float
     valid_until_s: float
     explanation: str
 
@@ -143,10 +141,7 @@ class ForecastPeaks:
             return None
         self._told.pop(domain, None)
         headroom = result.headroom
-        return ForecastPeak(
-            headroom.predicted_peak_w, budget_w, now_s, now_s + spec.horizon_s,
-            headroom.explanation,
-        )  # fmt: skip
+        return ForecastPeak(headroom.predicted_peak_w, now_s + spec.horizon_s, headroom.explanation)
 
     def _tell(self, key: str, message: str) -> None:
         if self._told.get(key) != message:

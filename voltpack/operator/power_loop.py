@@ -151,7 +151,7 @@ class PowerLoop:
         tree, decision = self._tree, self.last_decision
         if tree is None or decision is None:
             return None
-        forecast = self.forecasts.current(self.clock()) if self.forecasts is not None else {}
+        forecast = self._forecast_peaks_w()
         peaks = {
             r.name: max(r.power_w, r.worst_case_w, forecast.get(r.name, 0.0))
             for r in decision.domains
@@ -201,9 +201,13 @@ class PowerLoop:
             dict(self._actions),
             figures.ticks + 1,
             figures.failed_ticks,
-            self.forecasts.current(self.clock()) if self.forecasts is not None else {},
+            self._forecast_peaks_w(),
         )
         return decision
+
+    def _forecast_peaks_w(self) -> dict[str, float]:
+        """Each domain's forecast peak now (none without forecasts)."""
+        return self.forecasts.current(self.clock()) if self.forecasts is not None else {}
 
     def _record(self, decision: PowerDecision) -> None:
         """One power sample per domain into the history (buffered; never raises)."""
