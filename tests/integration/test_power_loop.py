@@ -170,6 +170,44 @@ class Rig:
                     return float(sample.value)
         return None
 
+    def add_rack_r2(self, budget_w: float) -> None:
+        """The other node joins rack r2 under a PowerBudget of `budget_w`, once accounted."""
+        self.core.patch_node(OTHER_NODE, {"metadata": {"labels": {RACK_LABEL: "r2"}}})
+        rack = power_budget("rack-r2", budget_w)
+        rack["spec"]["nodeSelector"]["matchLabels"][RACK_LABEL] = "r2"
+        self.custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", rack)
+        wait_for(
+            lambda: self.budget_status("rack-r2").get("powerW") == 0,
+            timeout_s=WAIT_S,
+            what="the power loop to account rack-r2",
+        )
+
+    def refused_for_power(self, pod: str) -> Any:
+        """The event that says `pod` waits for a power domain (waits until there is one)."""
+        return wait_for(
+            lambda: next(
+                (
+                    e
+                    for e in self.core.list_namespaced_event("default").items
+                    if e.involved_object.name == pod and "power domain" in (e.message or "")
+                ),
+                None,
+            ),
+            timeout_s=WAIT_S,
+            what="a FailedScheduling event naming the power domain",
+        )
+
+    def placed_after_budget(self, pod: str, budget_w: float, what: str) -> None:
+        """Raise rack-r2's budget to `budget_w` and wait for `pod` to be bound there."""
+        self.custom.patch_cluster_custom_object(
+            "voltpack.io", "v1alpha1", "powerbudgets", "rack-r2", {"spec": {"budgetW": budget_w}}
+        )
+        wait_for(
+            lambda: self.core.read_namespaced_pod(pod, "default").spec.node_name == OTHER_NODE,
+            timeout_s=WAIT_S,
+            what=what,
+        )
+
     def wait_ticks(self, count: int) -> None:
         """Let the power loop run `count` more ticks."""
         loop = self.operator.power_loop
@@ -415,54 +453,20 @@ def test_a_budget_with_an_unknown_parent_is_reported_and_the_loop_goes_on(rig: R
 
 def test_placement_never_pushes_a_domain_over_its_budget(rig: Rig) -> None:
     # (e) the other node joins a rack whose budget cannot take one more busy H100
-    rig.core.patch_node(OTHER_NODE, {"metadata": {"labels": {RACK_LABEL: "r2"}}})
-    tight = power_budget("rack-r2", 500)
-    tight["spec"]["nodeSelector"]["matchLabels"][RACK_LABEL] = "r2"
-    rig.custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", tight)
-    wait_for(
-        lambda: rig.budget_status("rack-r2").get("powerW") == 0,
-        timeout_s=WAIT_S,
-        what="the power loop to account rack-r2",
-    )
+    rig.add_rack_r2(500)
     rig.core.create_namespaced_pod("default", pod_manifest("late", gpus=1))
-    event = wait_for(
-        lambda: next(
-            (
-                e
-                for e in rig.core.list_namespaced_event("default").items
-                if e.involved_object.name == "late" and "power domain" in (e.message or "")
-            ),
-            None,
-        ),
-        timeout_s=WAIT_S,
-        what="a FailedScheduling event naming the power domain",
-    )
+    event = rig.refused_for_power("late")
     assert event.type == "Warning"
     assert rig.core.read_namespaced_pod("late", "default").spec.node_name is None
     # more budget: the pod is placed there
-    rig.custom.patch_cluster_custom_object(
-        "voltpack.io", "v1alpha1", "powerbudgets", "rack-r2", {"spec": {"budgetW": 5000}}
-    )
-    wait_for(
-        lambda: rig.core.read_namespaced_pod("late", "default").spec.node_name == OTHER_NODE,
-        timeout_s=WAIT_S,
-        what="the pod to be bound once the budget allows it",
-    )
+    rig.placed_after_budget("late", 5000, "the pod to be bound once the budget allows it")
 
 
 @pytest.mark.parametrize("rig_database", ["sqlite"], indirect=True)
 def test_placement_leaves_room_for_a_domains_forecast_peak(rig: Rig) -> None:
     # (f) rack-r2 reads 0 W now, but its recorded history says it peaks near its budget at
     # this time of day: the forecast peak, not the reading, decides whether a GPU fits
-    rig.core.patch_node(OTHER_NODE, {"metadata": {"labels": {RACK_LABEL: "r2"}}})
-    rack = power_budget("rack-r2", 5000)
-    rack["spec"]["nodeSelector"]["matchLabels"][RACK_LABEL] = "r2"
-    rig.custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", rack)
-    wait_for(
-        lambda: rig.budget_status("rack-r2").get("powerW") == 0,
-        timeout_s=WAIT_S,
-        what="the power loop to account rack-r2",
-    )
+    rig.add_rack_r2(5000)
     history = rig.operator.history
     assert history is not None
     now_s = rig.clock()
@@ -478,21 +482,9 @@ def test_placement_leaves_room_for_a_domains_forecast_peak(rig: Rig) -> None:
         what="rack-r2's forecast peak from its recorded history",
     )
     rig.core.create_namespaced_pod("default", pod_manifest("late", gpus=1))
-    wait_for(
-        lambda: any(
-            e.involved_object.name == "late" and "power domain" in (e.message or "")
-            for e in rig.core.list_namespaced_event("default").items
-        ),
-        timeout_s=WAIT_S,
-        what="a FailedScheduling event naming the power domain",
-    )
+    rig.refused_for_power("late")
     assert rig.core.read_namespaced_pod("late", "default").spec.node_name is None
     # room above the forecast peak: the pod is placed
-    rig.custom.patch_cluster_custom_object(
-        "voltpack.io", "v1alpha1", "powerbudgets", "rack-r2", {"spec": {"budgetW": 8000}}
-    )
-    wait_for(
-        lambda: rig.core.read_namespaced_pod("late", "default").spec.node_name == OTHER_NODE,
-        timeout_s=WAIT_S,
-        what="the pod to be bound once the budget leaves room above the forecast peak",
+    rig.placed_after_budget(
+        "late", 8000, "the pod to be bound once the budget leaves room above the forecast peak"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from voltpack.forecast.protocol import BatchForecaster
 from voltpack.forecast.series import QuantileForecast, TimeSeries
 
 SEASON = 24
@@ -41,3 +42,13 @@ def assert_safe(forecasts: list[QuantileForecast]) -> None:
         assert np.isfinite(forecast.values).all()
         assert (np.diff(forecast.values, axis=1) >= 0).all()
         assert forecast.values.min() >= 0.0
+
+
+def safe_forecasts_of_bad_histories(
+    model: BatchForecaster, short_length: int, quantiles: tuple[float, ...]
+) -> list[QuantileForecast]:
+    """`model` fitted on `bad_histories(short_length)`: its 30-step forecasts, checked safe."""
+    model.fit_many(bad_histories(short_length))
+    forecasts = model.predict_many(30, quantiles)
+    assert_safe(forecasts)
+    return forecasts

@@ -11,7 +11,12 @@ from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
 from voltpack.model.errors import ForecastError
 
-from .synthetic_series import SEASON, assert_safe, bad_histories, noisy, pattern
+from .synthetic_series import (
+    SEASON,
+    noisy,
+    pattern,
+    safe_forecasts_of_bad_histories,
+)
 
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 SMALL = {
@@ -46,11 +51,8 @@ def test_ensemble_intervals_cover_near_nominal_on_synthetic_noise() -> None:
 
 
 def test_ensemble_never_nan_on_bad_histories() -> None:
-    histories = bad_histories(60)
     model = make_forecaster("ensemble", **SMALL)
-    model.fit_many(histories)
-    forecasts = model.predict_many(30, QUANTILES)
-    assert_safe(forecasts)
+    forecasts = safe_forecasts_of_bad_histories(model, 60, QUANTILES)
     gappy_notes, short_notes, flat_notes, _ = (f.notes for f in forecasts)
     assert any("filled" in note for note in gappy_notes)
     assert any("not re-calibrated" in note for note in short_notes)

@@ -10,7 +10,12 @@ from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
 from voltpack.model.errors import ForecastError
 
-from .synthetic_series import SEASON, assert_safe, bad_histories, noisy, pattern
+from .synthetic_series import (
+    SEASON,
+    noisy,
+    pattern,
+    safe_forecasts_of_bad_histories,
+)
 
 QUANTILES = (0.01, 0.1, 0.5, 0.9, 0.99)
 CANDIDATES = ("naive", "seasonal_naive", "ets")
@@ -48,11 +53,8 @@ def test_auto_keeps_the_level_of_a_random_walk_and_picks_a_seasonal_model_for_a_
 
 
 def test_auto_never_nan_on_bad_histories() -> None:
-    histories = bad_histories(6)
     model = make_forecaster("auto", **CHEAP)
-    model.fit_many(histories)
-    forecasts = model.predict_many(30, QUANTILES)
-    assert_safe(forecasts)
+    forecasts = safe_forecasts_of_bad_histories(model, 6, QUANTILES)
     gappy_notes, short_notes, _, _ = (f.notes for f in forecasts)
     assert any("filled" in note for note in gappy_notes)
     assert "auto: naive (history too short to validate)" in short_notes
