@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
 from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
-from voltpack.api.forecasts import PowerForecastView, forecast_power
+from voltpack.api.forecasts import PowerForecastView, forecast_view
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import SimulationRequest, SimulationRunner
 from voltpack.api.sources import (
@@ -21,6 +21,7 @@ from voltpack.api.sources import (
     SimulationRun,
     SourceUnavailableError,
 )
+from voltpack.forecast.domain_power import forecast_domain_power
 from voltpack.forecast.registry import forecaster_names
 from voltpack.model.admin import (
     ClusterSummary,
@@ -316,9 +317,10 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         since_s = time.time() - history_days * 86_400
         buckets = read(lambda: history().power_history(name, since_s))
         try:
-            return forecast_power(
+            result = forecast_domain_power(
                 name, buckets, horizon_s=horizon_s, level=level, budget_w=budget_w, model=model
             )
+            return forecast_view(name, level, result)
         except ForecastError as exc:
             raise ApiProblemError(
                 422, "cannot-forecast", "Cannot forecast this domain", str(exc)

@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pydantic import BaseModel
 
-from voltpack.forecast.domain_power import forecast_domain_power
-from voltpack.store import PowerBucket
+from voltpack.forecast.domain_power import DomainPowerForecast
 
 
 class PowerForecastView(BaseModel):
@@ -29,24 +26,12 @@ class PowerForecastView(BaseModel):
     notes: list[str]
 
 
-def forecast_power(
-    domain: str,
-    buckets: Sequence[PowerBucket],
-    *,
-    horizon_s: float,
-    level: float,
-    budget_w: float | None = None,
-    model: str = "seasonal_naive",
-) -> PowerForecastView:
-    """Forecast `domain`'s peak power `horizon_s` ahead and the headroom under its budget
-    (the newest stored budget unless `budget_w` is given)."""
-    result = forecast_domain_power(
-        domain, buckets, horizon_s=horizon_s, level=level, budget_w=budget_w, model=model
-    )
+def forecast_view(domain: str, level: float, result: DomainPowerForecast) -> PowerForecastView:
+    """The API's answer for a domain forecast (`voltpack.forecast.domain_power`)."""
     forecast, headroom = result.forecast, result.headroom
     return PowerForecastView(
         domain=domain,
-        model=model,
+        model=result.model,
         level=level,
         step_s=forecast.step_s,
         start_s=forecast.start_s,
