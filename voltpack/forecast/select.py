@@ -17,6 +17,13 @@ default; its parameters then also reflect the most recent data); without `refit`
 re-fit fails (noted), the walked model serves, which has seen the whole history through
 `update`. The forecast's notes name the choice and every candidate's loss.
 
+With `rescale` (the default), the chosen candidate's intervals are then re-scaled: every
+quantile's distance from the median is multiplied by a factor per level that made the
+candidate's own walk forecasts cover as nominal (`width_calibration.py`). The candidate keeps
+its shape over the horizon and its scale; only a systematic over- or under-coverage on the
+series' most recent data is corrected, e.g. ETS's Gaussian intervals after the series has
+become calmer than its fitting window. The notes give the factors.
+
 Fallbacks (named in the notes): a history too short for `MIN_ORIGINS` origins is not
 validated and uses the first candidate; a candidate that raises `ForecastError` on the batch
 is left out. Bad histories go through `history.clean_history` first (a clear error, or the
@@ -31,12 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from voltpack.forecast.history import CleanHistory, clean_history
+from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.metrics import mean_pinball_loss
 from voltpack.forecast.protocol import BatchForecaster
-from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries
+from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
 from voltpack.forecast.tail_walk import TailPlan, heads, tail_steps
+from voltpack.forecast.width_calibration import MEDIAN, RatioScores, WidthCalibration
 from voltpack.model.errors import ForecastError
 
 MIN_ORIGINS = 4
@@ -58,6 +66,7 @@ class TailSelect(SingleFromBatch):
         min_fit_samples: int = 200,
         candidate_params: dict[str, dict[str, Any]] | None = None,
         refit: bool = True,
+        rescale: bool = True,
         max_gap_steps: int | None = None,
     ) -> None:
         if not candidates or "auto" in candidates:
@@ -71,11 +80,14 @@ class TailSelect(SingleFromBatch):
         self.min_fit_samples = min_fit_samples
         self.candidate_params = dict(candidate_params or {})
         self.refit = refit
+        self.rescale = rescale
         self.max_gap_steps = max_gap_steps
         # candidate -> (model, the series it serves, the series of its batch in order)
         self._serving: dict[str, tuple[BatchForecaster, list[int], list[int]]] = {}
         self._chosen: list[str] = []
         self._notes: list[tuple[str, ...]] = []
+        self._widths: list[WidthCalibration | None] = []
+        self._nonnegative: list[bool] = []
 
     # --- many series at once ---------------------------------------------------------------
     def fit_many(self, histories: Sequence[TimeSeries]) -> None:
@@ -85,23 +97,28 @@ class TailSelect(SingleFromBatch):
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
         plans = [self._plan(len(c.values)) for c in cleaned]
         losses: dict[str, list[FloatArray]] = {}
+        ratios: dict[str, list[RatioScores]] = {}
         models: dict[str, BatchForecaster] = {}
         dropped: list[str] = []
         for name in self.candidates:
             model = self._make(name)
             try:
-                losses[name] = self._walk(model, cleaned, plans)
+                losses[name], ratios[name] = self._walk(model, cleaned, plans)
             except ForecastError as exc:
                 dropped.append(f"{name} left out: {exc}")
                 continue
             models[name] = model
         if not models:
             raise ForecastError(f"{self.name}: every candidate failed: {'; '.join(dropped)}")
-        self._chosen, self._notes = [], []
+        self._chosen, self._notes, self._widths = [], [], []
+        self._nonnegative = [c.series.nonnegative for c in cleaned]
         for i, clean in enumerate(cleaned):
             chosen, note = self._choose(i, plans[i].origins, losses, list(models))
+            width = ratios[chosen][i].calibration() if self.rescale and plans[i].origins else None
+            rescaled = () if width is None else (f"intervals re-scaled: {width.describe()}",)
             self._chosen.append(chosen)
-            self._notes.append((*clean.notes, *dropped, note))
+            self._widths.append(width)
+            self._notes.append((*clean.notes, *dropped, note, *rescaled))
         self._serving = {}
         for name in dict.fromkeys(self._chosen):
             members = [i for i, chosen in enumerate(self._chosen) if chosen == name]
@@ -114,16 +131,23 @@ class TailSelect(SingleFromBatch):
             model.update_many([new_values[i] for i in batch])
 
     def predict_many(self, horizon: int, quantiles: Sequence[float]) -> list[QuantileForecast]:
-        """Each series' forecast from its chosen candidate, relabelled `auto`."""
+        """Each series' forecast from its chosen candidate, its intervals re-scaled (with
+        `rescale`), relabelled `auto`."""
         if not self._chosen:
             raise ForecastError(f"{self.name}: predict called before fit")
+        levels = check_quantiles(quantiles)
+        with_median = check_quantiles((*levels, MEDIAN))
+        keep = [with_median.index(q) for q in levels]
         out: dict[int, QuantileForecast] = {}
         for model, members, batch in self._serving.values():
-            forecasts = dict(zip(batch, model.predict_many(horizon, quantiles), strict=True))
+            forecasts = dict(zip(batch, model.predict_many(horizon, with_median), strict=True))
             for i in members:
-                inner = forecasts[i]
+                inner, width = forecasts[i], self._widths[i]
+                values = inner.values if width is None else width.apply(inner.values, with_median)
+                values = finalize_quantiles(inner.series, values[:, keep], self._nonnegative[i])
                 notes = tuple(dict.fromkeys((*self._notes[i], *inner.notes)))
-                out[i] = replace(inner, model=self.name, notes=notes)
+                out[i] = replace(inner, model=self.name, quantiles=levels, values=values,
+                                 notes=notes)  # fmt: skip
         return [out[i] for i in range(len(self._chosen))]
 
     def _final(
@@ -160,18 +184,21 @@ class TailSelect(SingleFromBatch):
 
     def _walk(
         self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[TailPlan]
-    ) -> list[FloatArray]:
-        """Fit `model` on the heads, walk it through the tails; pinball per origin per series."""
+    ) -> tuple[list[FloatArray], list[RatioScores]]:
+        """Fit `model` on the heads, walk it through the tails: pinball per origin per series,
+        and each series' ratios for the width calibration, from the same forecasts."""
         model.fit_many(heads(cleaned, plans))
         losses: list[list[float]] = [[] for _ in cleaned]
+        ratios = [RatioScores(VALIDATION_LEVELS) for _ in cleaned]
         horizon = max(p.horizon for p in plans)
         for step in tail_steps(cleaned, plans):
             forecasts = model.predict_many(horizon, VALIDATION_LEVELS)
             for i, actual in step.ahead.items():
                 table = forecasts[i].values[: actual.size]
                 losses[i].append(mean_pinball_loss(actual, table, VALIDATION_LEVELS))
+                ratios[i].add(actual, table)
             model.update_many(step.updates)
-        return [np.array(own, dtype=np.float64) for own in losses]
+        return [np.array(own, dtype=np.float64) for own in losses], ratios
 
     def _choose(
         self, series: int, origins: int, losses: dict[str, list[FloatArray]], usable: list[str]

@@ -1,0 +1,106 @@
+"""Re-scaling a model's own quantiles so they cover as nominal on data it was not fitted on.
+
+A model's quantile `q` at a step ahead sits at some distance from its median. On validation
+forecasts (a walk through the end of the history, `tail_walk.py`) each actual sample gives a
+*ratio* `r = (actual - median) / (quantile_q - median)`: the model's quantile was right where
+`r <= 1` as often as the level says (`q` of the time above the median, `1 - q` below). The
+*factor* of level `q` is the finite-sample conformal quantile of the ratios at level
+`max(q, 1 - q)` (`conformal.conformal_quantile`): multiplying every distance from the median by
+it makes the validation forecasts cover as nominal, so the new intervals keep the model's own
+shape over the horizon (wider further ahead) and its own scale (a quiet series stays narrow),
+and only their overall width is corrected. This is normalised split conformal prediction with
+the model's own width as the normaliser (Lei et al., 2018, "Distribution-free predictive
+inference for regression", section 5.2), applied per quantile level as in conformalized
+quantile regression (Romano et al., 2019).
+
+Ratios are pooled over every step ahead of the walk. Where the model's quantile equals its
+median (a zero-width interval, as the naive rule gives on a flat series) no ratio can be
+formed; a level keeps factor 1 (the model's own quantile) when fewer than half of its samples
+give a ratio, or when the ratios are too few for its conformal rank (`ceil((n + 1) level) > n`,
+e.g. fewer than 99 ratios at 0.99).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voltpack.forecast.conformal import conformal_quantile
+from voltpack.forecast.series import FloatArray
+from voltpack.model.errors import ForecastError
+
+MEDIAN = 0.5
+MIN_RATIO_SHARE = 0.5  # a level needs a ratio from at least half of its samples
+
+
+def _tiny(median: FloatArray) -> float:
+    """Widths at or below this are zero: float noise on the series' own scale."""
+    return 1e-9 * max(1.0, float(np.max(np.abs(median), initial=0.0)))
+
+
+@dataclass
+class RatioScores:
+    """Ratios gathered from one series' validation forecasts, per quantile level."""
+
+    levels: tuple[float, ...]
+    ratios: dict[float, list[FloatArray]] = field(default_factory=dict)
+    samples: int = 0
+
+    def __post_init__(self) -> None:
+        if MEDIAN not in self.levels:
+            raise ForecastError("width calibration needs the median among the levels")
+        self.ratios = {q: [] for q in self.levels if q != MEDIAN}
+
+    def add(self, actual: FloatArray, table: FloatArray) -> None:
+        """One forecast: `actual[h]` against `table[h, j]` (quantile `levels[j]`, h ahead)."""
+        steps = min(actual.size, table.shape[0])
+        actual, table = actual[:steps], table[:steps]
+        median = table[:, self.levels.index(MEDIAN)]
+        tiny = _tiny(median)
+        for j, q in enumerate(self.levels):
+            if q == MEDIAN:
+                continue
+            width = table[:, j] - median
+            usable = np.abs(width) > tiny
+            self.ratios[q].append((actual[usable] - median[usable]) / width[usable])
+        self.samples += steps
+
+    def calibration(self) -> WidthCalibration:
+        """The factor of every level with enough ratios (see the module)."""
+        factors: dict[float, float] = {}
+        for q, parts in self.ratios.items():
+            ratios = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+            level = max(q, 1.0 - q)
+            enough = ratios.size > 0 and ratios.size >= MIN_RATIO_SHARE * self.samples
+            if enough and math.ceil((ratios.size + 1) * level) <= ratios.size:
+                factors[q] = max(conformal_quantile(ratios, level), 0.0)
+        return WidthCalibration(factors)
+
+
+@dataclass(frozen=True)
+class WidthCalibration:
+    """Factor on the distance from the median, per validated quantile level."""
+
+    factors: dict[float, float]
+
+    def factor(self, level: float) -> float:
+        """The factor of `level`: interpolated in the level between validated levels on its
+        side of the median, the nearest validated one beyond them, 1.0 with none."""
+        side = sorted(q for q in self.factors if (q > MEDIAN) == (level > MEDIAN))
+        if level == MEDIAN or not side:
+            return 1.0
+        return float(np.interp(level, side, [self.factors[q] for q in side]))
+
+    def apply(self, values: FloatArray, quantiles: Sequence[float]) -> FloatArray:
+        """`values[h, j]` (quantile `quantiles[j]`, which include the median) re-scaled."""
+        median = values[:, list(quantiles).index(MEDIAN)]
+        factors = np.array([self.factor(q) for q in quantiles])
+        return median[:, None] + factors[None, :] * (values - median[:, None])
+
+    def describe(self) -> str:
+        """E.g. "0.1 x0.62, 0.9 x0.55"; "none" when no level was re-scaled."""
+        parts = [f"{q:g} x{f:.2f}" for q, f in sorted(self.factors.items())]
+        return ", ".join(parts) or "none"
