@@ -52,7 +52,7 @@ def test_ensemble_intervals_cover_near_nominal_on_synthetic_noise() -> None:
 
 def test_ensemble_never_nan_on_bad_histories() -> None:
     model = make_forecaster("ensemble", **SMALL)
-    forecasts = safe_forecasts_of_bad_histories(model, 60, QUANTILES)
+    forecasts = safe_forecasts_of_bad_histories(model, 20, QUANTILES)
     gappy_notes, short_notes, flat_notes, _ = (f.notes for f in forecasts)
     assert any("filled" in note for note in gappy_notes)
     assert any("not re-calibrated" in note for note in short_notes)

@@ -7,12 +7,14 @@ the models say. Quantile q is `point + width * offset(q)`, where `offset` is the
 conformal quantile (`conformal.conformal_quantile`) of the series' own scores
 `(actual - point) / width`, pooled over horizons.
 
-The scores come from the end of the history: both models are fitted on the history without
-its last `tail` samples, then walked through the tail with `update` (no re-estimation) and
-asked for `max_horizon` steps from `calibration_origins` origins `stride` samples apart; after
-the walk both have seen the whole history and forecast from its end. A series too short for at
-least `MIN_ORIGINS` origins (and `min_fit_samples` to fit on) is not re-calibrated: its
-quantiles are the mean of the two models' quantiles (note "not re-calibrated").
+The scores come from the end of the history, walked as `auto` walks it
+(`tail_walk.plan_tail`): both models are fitted on the history without its last `tail`
+samples, then walked through the tail with `update` (no re-estimation) and scored on
+`max_horizon` steps (an eighth of a shorter history) from up to `calibration_origins` origins
+`stride` samples apart; the head keeps `min_fit_samples`, or half of a shorter history. After
+the walk both have seen the whole history and forecast from its end. A series too short for
+`tail_walk.MIN_ORIGINS` origins is not re-calibrated: its quantiles are the mean of the two
+models' quantiles (note "not re-calibrated").
 
 Bad histories go through `history.clean_history` and each model's own fallbacks (their notes
 are kept); a constant history forecasts its value with a zero-width interval.
@@ -33,10 +35,9 @@ from voltpack.forecast.global_gbm import GlobalBoost
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
-from voltpack.forecast.tail_walk import TailPlan, heads, tail_steps
+from voltpack.forecast.tail_walk import heads, plan_tail, tail_steps
 from voltpack.model.errors import ForecastError
 
-MIN_ORIGINS = 4
 WIDTH_LEVELS = (0.1, 0.5, 0.9)
 Z_80 = 2.0 * float(norm.ppf(0.9))
 
@@ -82,8 +83,8 @@ class Ensemble(SingleFromBatch):
         if not histories:
             raise ForecastError(f"{self.name}: fit_many needs at least one series")
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
-        plans = [TailPlan(self.max_horizon, self.stride, self._origins(len(c.values)))
-                 for c in cleaned]  # fmt: skip
+        plans = [plan_tail(len(c.values), self.max_horizon, self.calibration_origins,
+                           self.min_fit_samples, self.stride) for c in cleaned]  # fmt: skip
         fitted_on = heads(cleaned, plans)
         members = []
         for clean, head in zip(cleaned, fitted_on, strict=True):
@@ -154,12 +155,6 @@ class Ensemble(SingleFromBatch):
         return out
 
     # --- internals ---------------------------------------------------------------------------
-    def _origins(self, length: int) -> int:
-        """Calibration origins that fit in a history of `length` samples (0: none)."""
-        room = length - self.min_fit_samples - self.max_horizon
-        count = min(self.calibration_origins, room // self.stride + 1) if room >= 0 else 0
-        return count if count >= MIN_ORIGINS else 0
-
     def _fitted(self) -> GlobalBoost:
         if self._gbm is None:
             raise ForecastError(f"{self.name}: predict or update called before fit")

@@ -43,11 +43,10 @@ from voltpack.forecast.metrics import mean_pinball_loss
 from voltpack.forecast.protocol import BatchForecaster
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
-from voltpack.forecast.tail_walk import TailPlan, heads, tail_steps
+from voltpack.forecast.tail_walk import TailPlan, heads, plan_tail, tail_steps
 from voltpack.forecast.width_calibration import MEDIAN, RatioScores, WidthCalibration
 from voltpack.model.errors import ForecastError
 
-MIN_ORIGINS = 4
 VALIDATION_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
 DEFAULT_CANDIDATES = ("naive", "seasonal_naive", "ets", "global_gbm")
 
@@ -176,11 +175,7 @@ class TailSelect(SingleFromBatch):
 
     def _plan(self, length: int) -> TailPlan:
         """Validation horizon, stride and origins for a history of `length` samples."""
-        horizon = max(1, min(self.max_horizon, length // 8))
-        stride = max(1, horizon // 2)
-        room = length - min(self.min_fit_samples, length // 2) - horizon
-        count = min(self.origins, room // stride + 1) if room >= 0 else 0
-        return TailPlan(horizon, stride, count if count >= MIN_ORIGINS else 0)
+        return plan_tail(length, self.max_horizon, self.origins, self.min_fit_samples)
 
     def _walk(
         self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[TailPlan]

@@ -31,6 +31,24 @@ class TailPlan:
         return (self.origins - 1) * self.stride + self.horizon if self.origins else 0
 
 
+MIN_ORIGINS = 4
+"""A walk with fewer origins than this is not a validation: the series is not walked."""
+
+
+def plan_tail(
+    length: int, max_horizon: int, origins: int, min_fit_samples: int, stride: int | None = None
+) -> TailPlan:
+    """The walk through a history of `length` samples: each origin forecasts `max_horizon`
+    steps, or an eighth of a shorter history; origins are `stride` samples apart (default half
+    that horizon); the head keeps `min_fit_samples`, or half of a shorter history; at most
+    `origins` fit in what is left, and none when fewer than `MIN_ORIGINS` would."""
+    horizon = max(1, min(max_horizon, length // 8))
+    step = stride if stride is not None else max(1, horizon // 2)
+    room = length - min(min_fit_samples, length // 2) - horizon
+    count = min(origins, room // step + 1) if room >= 0 else 0
+    return TailPlan(horizon, step, count if count >= MIN_ORIGINS else 0)
+
+
 @dataclass(frozen=True)
 class TailStep:
     """One origin of the walk: the actual samples ahead of each series still walking (by
