@@ -24,7 +24,7 @@ its shape over the horizon and its scale; only a systematic over- or under-cover
 series' most recent data is corrected, e.g. ETS's Gaussian intervals after the series has
 become calmer than its fitting window. The notes give the factors.
 
-Fallbacks (named in the notes): a history too short for `MIN_ORIGINS` origins is not
+Fallbacks (named in the notes): a history too short for `tail_walk.MIN_ORIGINS` origins is not
 validated and uses the first candidate; a candidate that raises `ForecastError` on the batch
 is left out. Bad histories go through `history.clean_history` first (a clear error, or the
 documented gap filling).
