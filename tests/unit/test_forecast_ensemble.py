@@ -50,6 +50,18 @@ def test_ensemble_intervals_cover_near_nominal_on_synthetic_noise() -> None:
     assert abs(summary["coverage_98"] - 0.98) < 0.03
 
 
+@pytest.mark.parametrize("length", [60, 72, 100])
+def test_a_short_seasonal_history_keeps_its_season_when_re_calibrated(length: int) -> None:
+    """The walk's head keeps two seasons, so ETS still fits the season on a short history
+    (with half of 72 samples it lost it and the median missed the pattern by ~9)."""
+    series = noisy(3, length=length)
+    model = make_forecaster("ensemble", **SMALL)
+    model.fit(series)
+    forecast = model.predict(SEASON, QUANTILES)
+    truth = pattern(length + SEASON, phase=3)[length:]
+    assert np.abs(forecast.quantile(0.5) - truth).mean() < 4.0
+
+
 def test_ensemble_never_nan_on_bad_histories() -> None:
     model = make_forecaster("ensemble", **SMALL)
     forecasts = safe_forecasts_of_bad_histories(model, 20, QUANTILES)

@@ -47,18 +47,43 @@ def test_zero_widths_and_too_few_ratios_leave_a_level_alone() -> None:
     flat = RatioScores(LEVELS)
     for _ in range(10):  # the naive rule on a flat series: every quantile is the median
         flat.add(np.full(STEPS, 4.0), np.full((STEPS, len(LEVELS)), 4.0))
-    assert flat.calibration().factors == {}
+    assert flat.calibration().factors == {0.01: 1.0, 0.1: 1.0, 0.9: 1.0, 0.99: 1.0}
     assert flat.calibration().describe() == "none"
+    assert not flat.calibration().changes
     few = RatioScores(LEVELS)
     few.add(np.linspace(9, 11, 50), gaussian_table(10.0, 2.0, 50))  # 50 ratios: < 99 needed
-    factors = few.calibration().factors
-    assert 0.1 in factors and 0.9 in factors
-    assert 0.01 not in factors and 0.99 not in factors
+    calibration = few.calibration()
+    assert calibration.factor(0.1) < 0.9 and calibration.factor(0.9) < 0.9
+    assert calibration.factor(0.01) == calibration.factor(0.99) == 1.0  # kept, not borrowed
+
+
+def test_each_side_is_scaled_on_its_own_and_factors_stay_bounded() -> None:
+    rng = np.random.default_rng(5)
+    skewed = RatioScores(LEVELS)
+    for _ in range(40):  # truth: exponential noise, a long upper tail the model ignores
+        skewed.add(10.0 + rng.exponential(1.0, STEPS) - np.log(2.0), gaussian_table(10.0, 1.0))
+    calibration = skewed.calibration()
+    assert calibration.factor(0.9) > 1.1  # the upper tail is longer than claimed (1.26)
+    assert calibration.factor(0.99) > 1.4  # (1.68)
+    assert calibration.factor(0.1) < 0.6  # the lower one shorter (0.46)
+    wild = RatioScores(LEVELS)
+    for _ in range(40):  # claimed widths of a millionth: the factor is held at the bound
+        wild.add(rng.normal(10.0, 1.0, STEPS), gaussian_table(10.0, 1e-6))
+    assert wild.calibration().factor(0.9) == 10.0
+    broken = RatioScores(LEVELS)
+    table = gaussian_table(10.0, 1.0)
+    table[:, 4] = np.inf  # a non-finite quantile gives no ratio, not a biased one
+    for _ in range(40):
+        broken.add(rng.normal(10.0, 1.0, STEPS), table)
+    assert np.isfinite(broken.calibration().factor(0.99))
+    assert broken.calibration().factor(0.99) == 1.0
 
 
 def test_factor_between_and_beyond_validated_levels() -> None:
     calibration = WidthCalibration({0.1: 0.5, 0.01: 0.7, 0.9: 2.0, 0.99: 3.0})
     assert calibration.factor(0.5) == 1.0
+    with pytest.raises(ForecastError, match="median"):
+        calibration.apply(np.zeros((2, 2)), (0.1, 0.9))
     assert calibration.factor(0.95) == pytest.approx(2.0 + (0.05 / 0.09))
     assert calibration.factor(0.75) == 2.0  # nearer the median than any validated level
     assert calibration.factor(0.999) == 3.0
@@ -95,3 +120,21 @@ def test_auto_narrows_intervals_the_recent_past_says_are_too_wide() -> None:
     assert coverage(actual, narrow.values, 0, 1) >= 0.6  # still an interval, not a point
     assert any(n.startswith("intervals re-scaled: 0.01 x") for n in narrow.notes)
     assert not any(n.startswith("intervals") for n in wide.notes)
+
+
+def test_re_scaled_widths_come_from_the_model_they_were_measured_on() -> None:
+    """With `refit`, the median comes from the re-fitted model but the widths from the walked
+    one: its factors were measured on it (a re-fitted `global_gbm` has already narrowed)."""
+    gbm = {"rows": 10_000, "calibration_rows": 10_000, "n_estimators": 40, "threads": 1}
+    settings = {"candidates": ("global_gbm",), "max_horizon": 24,
+                "candidate_params": {"global_gbm": gbm}}  # fmt: skip
+    history = calming(4)
+    refitted = make_forecaster("auto", **settings)
+    walked = make_forecaster("auto", refit=False, **settings)
+    for model in (refitted, walked):
+        model.fit_many([history])
+    levels = (0.1, 0.5, 0.9)
+    with_refit = refitted.predict_many(24, levels)[0].values
+    walked_only = walked.predict_many(24, levels)[0].values
+    width = with_refit[:, 2] - with_refit[:, 0]
+    np.testing.assert_allclose(width, walked_only[:, 2] - walked_only[:, 0], rtol=1e-9)

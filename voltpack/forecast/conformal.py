@@ -33,6 +33,15 @@ def horizon_bucket(steps_ahead: IntArray) -> IntArray:
     return np.ceil(np.log2(steps)).astype(np.int64)
 
 
+def has_rank(count: int, level: float) -> bool:
+    """Whether `count` scores are enough for an exact finite-sample `level` quantile (else
+    `conformal_quantile` falls back to the extreme score)."""
+    if count == 0:
+        return False
+    rank = math.ceil((count + 1) * level) if level >= 0.5 else math.floor((count + 1) * level)
+    return 1 <= rank <= count
+
+
 def conformal_quantile(sorted_scores: FloatArray, level: float) -> float:
     """The finite-sample conformal `level` quantile of already sorted scores."""
     n = sorted_scores.size

@@ -11,7 +11,8 @@ The scores come from the end of the history, walked as `auto` walks it
 (`tail_walk.plan_tail`): both models are fitted on the history without its last `tail`
 samples, then walked through the tail with `update` (no re-estimation) and scored on
 `max_horizon` steps (an eighth of a shorter history) from up to `calibration_origins` origins
-`stride` samples apart; the head keeps `min_fit_samples`, or half of a shorter history. After
+`stride` samples apart; the head keeps `min_fit_samples`, or half of a shorter history, and
+at least two seasons (ETS needs them to fit its season). After
 the walk both have seen the whole history and forecast from its end. A series too short for
 `tail_walk.MIN_ORIGINS` origins is not re-calibrated: its quantiles are the mean of the two
 models' quantiles (note "not re-calibrated").
@@ -35,7 +36,7 @@ from voltpack.forecast.global_gbm import GlobalBoost
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
-from voltpack.forecast.tail_walk import heads, plan_tail, tail_steps
+from voltpack.forecast.tail_walk import heads, plan_tail, tail_steps, two_seasons
 from voltpack.model.errors import ForecastError
 
 WIDTH_LEVELS = (0.1, 0.5, 0.9)
@@ -84,7 +85,8 @@ class Ensemble(SingleFromBatch):
             raise ForecastError(f"{self.name}: fit_many needs at least one series")
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
         plans = [plan_tail(len(c.values), self.max_horizon, self.calibration_origins,
-                           self.min_fit_samples, self.stride) for c in cleaned]  # fmt: skip
+                           self.min_fit_samples, self.stride, two_seasons(c))
+                 for c in cleaned]  # fmt: skip
         fitted_on = heads(cleaned, plans)
         members = []
         for clean, head in zip(cleaned, fitted_on, strict=True):

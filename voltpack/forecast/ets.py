@@ -30,6 +30,11 @@ from voltpack.model.errors import ForecastError
 MIN_SAMPLES = 10
 
 
+def seasonal_fit_samples(season: int) -> int:
+    """Samples ETS needs to fit a season: two full seasons plus 10 for the heuristic start."""
+    return 2 * season + 10
+
+
 class ExponentialSmoothing:
     """statsmodels ETS (A, N or Ad, A or N) on the last `max_train_samples` of the history."""
 
@@ -66,7 +71,7 @@ class ExponentialSmoothing:
         self._config = {"error": "add", "initialization_method": "heuristic"}
         if self.damped_trend:
             self._config.update(trend="add", damped_trend=True)
-        if season and values.size >= 2 * season + 10:
+        if season and values.size >= seasonal_fit_samples(season):
             self._config.update(seasonal="add", seasonal_periods=season)
         elif season:
             notes.append(f"no seasonal component: {values.size} samples < two seasons")

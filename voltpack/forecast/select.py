@@ -33,7 +33,7 @@ documented gap filling).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,12 +43,42 @@ from voltpack.forecast.metrics import mean_pinball_loss
 from voltpack.forecast.protocol import BatchForecaster
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
-from voltpack.forecast.tail_walk import TailPlan, heads, plan_tail, tail_steps
+from voltpack.forecast.tail_walk import TailPlan, heads, plan_tail, tail_steps, two_seasons
 from voltpack.forecast.width_calibration import MEDIAN, RatioScores, WidthCalibration
 from voltpack.model.errors import ForecastError
 
 VALIDATION_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
 DEFAULT_CANDIDATES = ("naive", "seasonal_naive", "ets", "global_gbm")
+
+
+@dataclass(frozen=True)
+class _Serving:
+    """The models that forecast the series that chose one candidate (`members`): `median`
+    forecasts the series of `median_batch` in order; `walked`, when set, the series of
+    `walked_batch` (it gives the re-scaled widths)."""
+
+    members: list[int]
+    median: BatchForecaster
+    median_batch: list[int]
+    walked: BatchForecaster | None
+    walked_batch: list[int]
+
+    def models(self) -> list[tuple[BatchForecaster, list[int]]]:
+        """Every model with the series it holds, in order."""
+        own = [(self.median, self.median_batch)]
+        return own + ([(self.walked, self.walked_batch)] if self.walked is not None else [])
+
+    def predict(self, horizon: int, levels: Sequence[float]) -> dict[int, QuantileForecast]:
+        """Forecasts of the median model, by series index."""
+        forecasts = self.median.predict_many(horizon, levels)
+        return dict(zip(self.median_batch, forecasts, strict=True))
+
+    def predict_walked(self, horizon: int, levels: Sequence[float]) -> dict[int, QuantileForecast]:
+        """Forecasts of the walked model by series index (empty without one)."""
+        if self.walked is None:
+            return {}
+        forecasts = self.walked.predict_many(horizon, levels)
+        return dict(zip(self.walked_batch, forecasts, strict=True))
 
 
 class TailSelect(SingleFromBatch):
@@ -82,7 +112,7 @@ class TailSelect(SingleFromBatch):
         self.rescale = rescale
         self.max_gap_steps = max_gap_steps
         # candidate -> (model, the series it serves, the series of its batch in order)
-        self._serving: dict[str, tuple[BatchForecaster, list[int], list[int]]] = {}
+        self._serving: list[_Serving] = []
         self._chosen: list[str] = []
         self._notes: list[tuple[str, ...]] = []
         self._widths: list[WidthCalibration | None] = []
@@ -94,15 +124,15 @@ class TailSelect(SingleFromBatch):
         if not histories:
             raise ForecastError(f"{self.name}: fit_many needs at least one series")
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
-        plans = [self._plan(len(c.values)) for c in cleaned]
+        plans = [self._plan(c) for c in cleaned]
         losses: dict[str, list[FloatArray]] = {}
-        ratios: dict[str, list[RatioScores]] = {}
+        widths: dict[str, list[WidthCalibration]] = {}
         models: dict[str, BatchForecaster] = {}
         dropped: list[str] = []
         for name in self.candidates:
             model = self._make(name)
             try:
-                losses[name], ratios[name] = self._walk(model, cleaned, plans)
+                losses[name], widths[name] = self._walk(model, cleaned, plans)
             except ForecastError as exc:
                 dropped.append(f"{name} left out: {exc}")
                 continue
@@ -113,21 +143,24 @@ class TailSelect(SingleFromBatch):
         self._nonnegative = [c.series.nonnegative for c in cleaned]
         for i, clean in enumerate(cleaned):
             chosen, note = self._choose(i, plans[i].origins, losses, list(models))
-            width = ratios[chosen][i].calibration() if self.rescale and plans[i].origins else None
+            width = widths[chosen][i] if self.rescale and plans[i].origins else None
+            if width is not None and not width.changes:
+                width = None
             rescaled = () if width is None else (f"intervals re-scaled: {width.describe()}",)
             self._chosen.append(chosen)
             self._widths.append(width)
             self._notes.append((*clean.notes, *dropped, note, *rescaled))
-        self._serving = {}
+        self._serving = []
         for name in dict.fromkeys(self._chosen):
             members = [i for i, chosen in enumerate(self._chosen) if chosen == name]
-            self._serving[name] = self._final(name, models[name], cleaned, members)
+            self._serving.append(self._final(name, models[name], cleaned, members))
 
     def update_many(self, new_values: Sequence[FloatArray]) -> None:
-        """Append new samples to each series in the model serving it (no re-estimation)."""
+        """Append new samples to each series in the models serving it (no re-estimation)."""
         self.check_update_count(len(new_values), len(self._chosen))
-        for model, _, batch in self._serving.values():
-            model.update_many([new_values[i] for i in batch])
+        for serving in self._serving:
+            for model, batch in serving.models():
+                model.update_many([new_values[i] for i in batch])
 
     def predict_many(self, horizon: int, quantiles: Sequence[float]) -> list[QuantileForecast]:
         """Each series' forecast from its chosen candidate, its intervals re-scaled (with
@@ -138,11 +171,17 @@ class TailSelect(SingleFromBatch):
         with_median = check_quantiles((*levels, MEDIAN))
         keep = [with_median.index(q) for q in levels]
         out: dict[int, QuantileForecast] = {}
-        for model, members, batch in self._serving.values():
-            forecasts = dict(zip(batch, model.predict_many(horizon, with_median), strict=True))
-            for i in members:
+        for serving in self._serving:
+            forecasts = serving.predict(horizon, with_median)
+            walked = serving.predict_walked(horizon, with_median)
+            for i in serving.members:
                 inner, width = forecasts[i], self._widths[i]
-                values = inner.values if width is None else width.apply(inner.values, with_median)
+                values = inner.values
+                if width is not None:  # the walked model's distances, re-scaled, on the median
+                    median = values[:, with_median.index(MEDIAN)]
+                    own = walked[i].values if walked else values
+                    rescaled = width.apply(own, with_median)
+                    values = median[:, None] + rescaled - own[:, [with_median.index(MEDIAN)]]
                 values = finalize_quantiles(inner.series, values[:, keep], self._nonnegative[i])
                 notes = tuple(dict.fromkeys((*self._notes[i], *inner.notes)))
                 out[i] = replace(inner, model=self.name, quantiles=levels, values=values,
@@ -151,10 +190,14 @@ class TailSelect(SingleFromBatch):
 
     def _final(
         self, name: str, walked: BatchForecaster, cleaned: list[CleanHistory], members: list[int]
-    ) -> tuple[BatchForecaster, list[int], list[int]]:
-        """The model that serves `members`: `name` re-fitted on their whole histories (its
-        parameters then come from the most recent data too), or, with `refit` off or when the
-        re-fit fails, the walked model (fitted on the heads, updated through the tails)."""
+    ) -> _Serving:
+        """The models that serve `members`: `name` re-fitted on their whole histories (its
+        parameters then come from the most recent data too) for the median, and the walked
+        model (fitted on the heads, updated through the tails) for the re-scaled widths, whose
+        factors were measured on it; with `refit` off or when the re-fit fails, the walked
+        model alone."""
+        everyone = list(range(len(cleaned)))
+        rescaled = any(self._widths[i] is not None for i in members)
         if self.refit:
             model = self._make(name)
             try:
@@ -163,8 +206,8 @@ class TailSelect(SingleFromBatch):
                 for i in members:
                     self._notes[i] = (*self._notes[i], f"re-fit failed, walked model kept: {exc}")
             else:
-                return model, members, members
-        return walked, members, list(range(len(cleaned)))
+                return _Serving(members, model, members, walked if rescaled else None, everyone)
+        return _Serving(members, walked, everyone, None, everyone)
 
     # --- internals ---------------------------------------------------------------------------
     def _make(self, name: str) -> BatchForecaster:
@@ -173,15 +216,16 @@ class TailSelect(SingleFromBatch):
             params.setdefault("max_horizon", self.max_horizon)
         return self._factory(name, params)
 
-    def _plan(self, length: int) -> TailPlan:
-        """Validation horizon, stride and origins for a history of `length` samples."""
-        return plan_tail(length, self.max_horizon, self.origins, self.min_fit_samples)
+    def _plan(self, history: CleanHistory) -> TailPlan:
+        """Validation horizon, stride and origins for one history."""
+        return plan_tail(len(history.values), self.max_horizon, self.origins,
+                         self.min_fit_samples, min_head=two_seasons(history))  # fmt: skip
 
     def _walk(
         self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[TailPlan]
-    ) -> tuple[list[FloatArray], list[RatioScores]]:
+    ) -> tuple[list[FloatArray], list[WidthCalibration]]:
         """Fit `model` on the heads, walk it through the tails: pinball per origin per series,
-        and each series' ratios for the width calibration, from the same forecasts."""
+        and each series' width calibration from the same forecasts."""
         model.fit_many(heads(cleaned, plans))
         losses: list[list[float]] = [[] for _ in cleaned]
         ratios = [RatioScores(VALIDATION_LEVELS) for _ in cleaned]
@@ -193,7 +237,9 @@ class TailSelect(SingleFromBatch):
                 losses[i].append(mean_pinball_loss(actual, table, VALIDATION_LEVELS))
                 ratios[i].add(actual, table)
             model.update_many(step.updates)
-        return [np.array(own, dtype=np.float64) for own in losses], ratios
+        return [np.array(own, dtype=np.float64) for own in losses], [
+            r.calibration() for r in ratios
+        ]
 
     def _choose(
         self, series: int, origins: int, losses: dict[str, list[FloatArray]], usable: list[str]

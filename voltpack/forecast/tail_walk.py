@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from voltpack.forecast.ets import seasonal_fit_samples
 from voltpack.forecast.history import CleanHistory
 from voltpack.forecast.series import FloatArray, TimeSeries
 
@@ -36,15 +37,21 @@ MIN_ORIGINS = 4
 
 
 def plan_tail(
-    length: int, max_horizon: int, origins: int, min_fit_samples: int, stride: int | None = None
+    length: int,
+    max_horizon: int,
+    origins: int,
+    min_fit_samples: int,
+    stride: int | None = None,
+    min_head: int = 0,
 ) -> TailPlan:
     """The walk through a history of `length` samples: each origin forecasts `max_horizon`
     steps, or an eighth of a shorter history; origins are `stride` samples apart (default half
-    that horizon); the head keeps `min_fit_samples`, or half of a shorter history; at most
-    `origins` fit in what is left, and none when fewer than `MIN_ORIGINS` would."""
+    that horizon); the head keeps `min_fit_samples`, or half of a shorter history, and never
+    less than `min_head` (callers pass what ETS needs to fit the season, `two_seasons`);
+    at most `origins` fit in what is left, and none when fewer than `MIN_ORIGINS` would."""
     horizon = max(1, min(max_horizon, length // 8))
     step = stride if stride is not None else max(1, horizon // 2)
-    room = length - min(min_fit_samples, length // 2) - horizon
+    room = length - max(min(min_fit_samples, length // 2), min_head) - horizon
     count = min(origins, room // step + 1) if room >= 0 else 0
     return TailPlan(horizon, step, count if count >= MIN_ORIGINS else 0)
 
@@ -56,6 +63,12 @@ class TailStep:
 
     ahead: dict[int, FloatArray]
     updates: list[FloatArray]
+
+
+def two_seasons(history: CleanHistory) -> int:
+    """The samples ETS needs to fit the history's shortest season (0 without a season)."""
+    season = min(history.series.seasons, default=0)
+    return seasonal_fit_samples(season) if season else 0
 
 
 def heads(cleaned: Sequence[CleanHistory], plans: Sequence[TailPlan]) -> list[TimeSeries]:

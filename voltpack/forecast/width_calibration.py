@@ -13,32 +13,34 @@ the model's own width as the normaliser (Lei et al., 2018, "Distribution-free pr
 inference for regression", section 5.2), applied per quantile level as in conformalized
 quantile regression (Romano et al., 2019).
 
-Ratios are pooled over every step ahead of the walk. Where the model's quantile equals its
-median (a zero-width interval, as the naive rule gives on a flat series) no ratio can be
-formed; a level keeps factor 1 (the model's own quantile) when fewer than half of its samples
-give a ratio, or when the ratios are too few for its conformal rank (`ceil((n + 1) level) > n`,
-e.g. fewer than 99 ratios at 0.99).
+Ratios are pooled over every step ahead of the walk. Where the model's quantile is (almost)
+its median (a zero-width interval, as the naive rule gives on a flat series; a width under a
+thousandth of the level's median width counts as zero) no ratio is formed; non-finite ratios
+are dropped. A level keeps factor 1 (the model's own quantile) when fewer than half of its
+samples give a ratio, or when the ratios are too few for its conformal rank
+(`ceil((n + 1) level) > n`, e.g. fewer than 99 ratios at 0.99). Factors are held within
+[`MIN_FACTOR`, `MAX_FACTOR`]: a walk that asks for more than a tenfold change says more about
+itself than about the future.
+
+The factors belong to the model whose walk they were measured on: apply them to that model's
+distances from its median (the `auto` model does, even when its median comes from a re-fit).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from voltpack.forecast.conformal import conformal_quantile
+from voltpack.forecast.conformal import conformal_quantile, has_rank
 from voltpack.forecast.series import FloatArray
 from voltpack.model.errors import ForecastError
 
 MEDIAN = 0.5
 MIN_RATIO_SHARE = 0.5  # a level needs a ratio from at least half of its samples
-
-
-def _tiny(median: FloatArray) -> float:
-    """Widths at or below this are zero: float noise on the series' own scale."""
-    return 1e-9 * max(1.0, float(np.max(np.abs(median), initial=0.0)))
+ZERO_WIDTH_SHARE = 1e-3  # a width under this share of the level's median width counts as zero
+MIN_FACTOR, MAX_FACTOR = 0.1, 10.0
 
 
 @dataclass
@@ -46,8 +48,8 @@ class RatioScores:
     """Ratios gathered from one series' validation forecasts, per quantile level."""
 
     levels: tuple[float, ...]
-    ratios: dict[float, list[FloatArray]] = field(default_factory=dict)
-    samples: int = 0
+    ratios: dict[float, list[FloatArray]] = field(init=False, default_factory=dict)
+    samples: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if MEDIAN not in self.levels:
@@ -59,24 +61,28 @@ class RatioScores:
         steps = min(actual.size, table.shape[0])
         actual, table = actual[:steps], table[:steps]
         median = table[:, self.levels.index(MEDIAN)]
-        tiny = _tiny(median)
         for j, q in enumerate(self.levels):
             if q == MEDIAN:
                 continue
             width = table[:, j] - median
-            usable = np.abs(width) > tiny
-            self.ratios[q].append((actual[usable] - median[usable]) / width[usable])
+            size = np.abs(width[np.isfinite(width)])
+            tiny = ZERO_WIDTH_SHARE * float(np.median(size)) if size.size else 0.0
+            usable = np.isfinite(width) & (np.abs(width) > max(tiny, 1e-12))
+            with np.errstate(invalid="ignore"):
+                ratio = (actual[usable] - median[usable]) / width[usable]
+            self.ratios[q].append(ratio[np.isfinite(ratio)])
         self.samples += steps
 
     def calibration(self) -> WidthCalibration:
-        """The factor of every level with enough ratios (see the module)."""
+        """The factor of every level: 1.0 where the ratios are too few (see the module)."""
         factors: dict[float, float] = {}
         for q, parts in self.ratios.items():
             ratios = np.sort(np.concatenate(parts)) if parts else np.empty(0)
             level = max(q, 1.0 - q)
-            enough = ratios.size > 0 and ratios.size >= MIN_RATIO_SHARE * self.samples
-            if enough and math.ceil((ratios.size + 1) * level) <= ratios.size:
-                factors[q] = max(conformal_quantile(ratios, level), 0.0)
+            factors[q] = 1.0
+            if ratios.size >= MIN_RATIO_SHARE * self.samples and has_rank(ratios.size, level):
+                factor = conformal_quantile(ratios, level)
+                factors[q] = float(np.clip(factor, MIN_FACTOR, MAX_FACTOR))
         return WidthCalibration(factors)
 
 
@@ -96,11 +102,18 @@ class WidthCalibration:
 
     def apply(self, values: FloatArray, quantiles: Sequence[float]) -> FloatArray:
         """`values[h, j]` (quantile `quantiles[j]`, which include the median) re-scaled."""
+        if MEDIAN not in quantiles:
+            raise ForecastError("re-scaling quantiles needs the median among them")
         median = values[:, list(quantiles).index(MEDIAN)]
         factors = np.array([self.factor(q) for q in quantiles])
         return median[:, None] + factors[None, :] * (values - median[:, None])
 
+    @property
+    def changes(self) -> bool:
+        """Whether any level is re-scaled."""
+        return any(f != 1.0 for f in self.factors.values())
+
     def describe(self) -> str:
         """E.g. "0.1 x0.62, 0.9 x0.55"; "none" when no level was re-scaled."""
         parts = [f"{q:g} x{f:.2f}" for q, f in sorted(self.factors.items())]
-        return ", ".join(parts) or "none"
+        return ", ".join(parts) if self.changes else "none"
