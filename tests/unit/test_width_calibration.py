@@ -107,7 +107,7 @@ def test_auto_narrows_intervals_the_recent_past_says_are_too_wide() -> None:
     history = calming(3)
     truth = calming(3, 24 * 40 + 24 * 10).values[24 * 40 :]  # same noise law, 10 days on
     plain = make_forecaster("auto", rescale=False, **cheap)
-    rescaled = make_forecaster("auto", **cheap)
+    rescaled = make_forecaster("auto", rescale=True, **cheap)
     for model in (plain, rescaled):
         model.fit_many([history])
     wide = plain.predict_many(24, (0.1, 0.9))[0]
@@ -129,8 +129,8 @@ def test_re_scaled_widths_come_from_the_model_they_were_measured_on() -> None:
     settings = {"candidates": ("global_gbm",), "max_horizon": 24,
                 "candidate_params": {"global_gbm": gbm}}  # fmt: skip
     history = calming(4)
-    refitted = make_forecaster("auto", **settings)
-    walked = make_forecaster("auto", refit=False, **settings)
+    refitted = make_forecaster("auto", rescale=True, **settings)
+    walked = make_forecaster("auto", rescale=True, refit=False, **settings)
     for model in (refitted, walked):
         model.fit_many([history])
     levels = (0.1, 0.5, 0.9)

@@ -15,8 +15,7 @@ SUMMARIES = {
     "ensemble": "The mean of the ets and global_gbm medians, with quantiles re-calibrated by "
     "split conformal on each series' own recent forecast errors.",
     "auto": "Per series, the simplest of naive, seasonal_naive, ets and global_gbm within one "
-    "standard error of the lowest pinball loss forecasting the series' own recent past, its "
-    "intervals re-scaled to cover as nominal on that same walk.",
+    "standard error of the lowest pinball loss forecasting the series' own recent past.",
 }
 
 

@@ -17,7 +17,8 @@ default; its parameters then also reflect the most recent data); without `refit`
 re-fit fails (noted), the walked model serves, which has seen the whole history through
 `update`. The forecast's notes name the choice and every candidate's loss.
 
-With `rescale` (the default), the chosen candidate's intervals are then re-scaled: every
+With `rescale` (off by default: on the benchmark it did not help; docs/forecast.md), the
+chosen candidate's intervals are then re-scaled: every
 quantile's distance from the median is multiplied by a factor per level that made the
 candidate's own walk forecasts cover as nominal (`width_calibration.py`). The candidate keeps
 its shape over the horizon and its scale; only a systematic over- or under-coverage on the
@@ -95,7 +96,7 @@ class TailSelect(SingleFromBatch):
         min_fit_samples: int = 200,
         candidate_params: dict[str, dict[str, Any]] | None = None,
         refit: bool = True,
-        rescale: bool = True,
+        rescale: bool = False,
         max_gap_steps: int | None = None,
     ) -> None:
         if not candidates or "auto" in candidates:
