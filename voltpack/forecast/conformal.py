@@ -33,13 +33,15 @@ def horizon_bucket(steps_ahead: IntArray) -> IntArray:
     return np.ceil(np.log2(steps)).astype(np.int64)
 
 
+def _rank(count: int, level: float) -> int:
+    """1-based rank of the finite-sample conformal `level` quantile among `count` scores."""
+    return math.ceil((count + 1) * level) if level >= 0.5 else math.floor((count + 1) * level)
+
+
 def has_rank(count: int, level: float) -> bool:
     """Whether `count` scores are enough for an exact finite-sample `level` quantile (else
     `conformal_quantile` falls back to the extreme score)."""
-    if count == 0:
-        return False
-    rank = math.ceil((count + 1) * level) if level >= 0.5 else math.floor((count + 1) * level)
-    return 1 <= rank <= count
+    return count > 0 and 1 <= _rank(count, level) <= count
 
 
 def conformal_quantile(sorted_scores: FloatArray, level: float) -> float:
@@ -49,8 +51,7 @@ def conformal_quantile(sorted_scores: FloatArray, level: float) -> float:
         raise ForecastError("conformal calibration needs at least one score")
     if abs(level - 0.5) < 1e-12:
         return float(np.median(sorted_scores))
-    rank = math.ceil((n + 1) * level) if level >= 0.5 else math.floor((n + 1) * level)
-    return float(sorted_scores[min(max(rank, 1), n) - 1])
+    return float(sorted_scores[min(max(_rank(n, level), 1), n) - 1])
 
 
 @dataclass(frozen=True)

@@ -69,17 +69,16 @@ class _Serving:
         own = [(self.median, self.median_batch)]
         return own + ([(self.walked, self.walked_batch)] if self.walked is not None else [])
 
-    def predict(self, horizon: int, levels: Sequence[float]) -> dict[int, QuantileForecast]:
-        """Forecasts of the median model, by series index."""
-        forecasts = self.median.predict_many(horizon, levels)
-        return dict(zip(self.median_batch, forecasts, strict=True))
-
-    def predict_walked(self, horizon: int, levels: Sequence[float]) -> dict[int, QuantileForecast]:
-        """Forecasts of the walked model by series index (empty without one)."""
-        if self.walked is None:
+    def predict(
+        self, horizon: int, levels: Sequence[float], walked: bool = False
+    ) -> dict[int, QuantileForecast]:
+        """Forecasts of the median model (or of the walked one: empty without it), by series."""
+        model, batch = (
+            (self.walked, self.walked_batch) if walked else (self.median, self.median_batch)
+        )
+        if model is None:
             return {}
-        forecasts = self.walked.predict_many(horizon, levels)
-        return dict(zip(self.walked_batch, forecasts, strict=True))
+        return dict(zip(batch, model.predict_many(horizon, levels), strict=True))
 
 
 class TailSelect(SingleFromBatch):
@@ -127,7 +126,7 @@ class TailSelect(SingleFromBatch):
         cleaned = [clean_history(s, self.max_gap_steps) for s in histories]
         plans = [self._plan(c) for c in cleaned]
         losses: dict[str, list[FloatArray]] = {}
-        widths: dict[str, list[WidthCalibration]] = {}
+        widths: dict[str, list[WidthCalibration | None]] = {}
         models: dict[str, BatchForecaster] = {}
         dropped: list[str] = []
         for name in self.candidates:
@@ -144,7 +143,7 @@ class TailSelect(SingleFromBatch):
         self._nonnegative = [c.series.nonnegative for c in cleaned]
         for i, clean in enumerate(cleaned):
             chosen, note = self._choose(i, plans[i].origins, losses, list(models))
-            width = widths[chosen][i] if self.rescale and plans[i].origins else None
+            width = widths[chosen][i] if plans[i].origins else None
             if width is not None and not width.changes:
                 width = None
             rescaled = () if width is None else (f"intervals re-scaled: {width.describe()}",)
@@ -174,15 +173,15 @@ class TailSelect(SingleFromBatch):
         out: dict[int, QuantileForecast] = {}
         for serving in self._serving:
             forecasts = serving.predict(horizon, with_median)
-            walked = serving.predict_walked(horizon, with_median)
+            walked = serving.predict(horizon, with_median, walked=True)
             for i in serving.members:
                 inner, width = forecasts[i], self._widths[i]
                 values = inner.values
                 if width is not None:  # the walked model's distances, re-scaled, on the median
-                    median = values[:, with_median.index(MEDIAN)]
                     own = walked[i].values if walked else values
-                    rescaled = width.apply(own, with_median)
-                    values = median[:, None] + rescaled - own[:, [with_median.index(MEDIAN)]]
+                    values = width.apply(
+                        own, with_median, onto=values[:, with_median.index(MEDIAN)]
+                    )
                 values = finalize_quantiles(inner.series, values[:, keep], self._nonnegative[i])
                 notes = tuple(dict.fromkeys((*self._notes[i], *inner.notes)))
                 out[i] = replace(inner, model=self.name, quantiles=levels, values=values,
@@ -224,22 +223,24 @@ class TailSelect(SingleFromBatch):
 
     def _walk(
         self, model: BatchForecaster, cleaned: list[CleanHistory], plans: list[TailPlan]
-    ) -> tuple[list[FloatArray], list[WidthCalibration]]:
+    ) -> tuple[list[FloatArray], list[WidthCalibration | None]]:
         """Fit `model` on the heads, walk it through the tails: pinball per origin per series,
-        and each series' width calibration from the same forecasts."""
+        and, with `rescale`, each series' width calibration from the same forecasts."""
         model.fit_many(heads(cleaned, plans))
         losses: list[list[float]] = [[] for _ in cleaned]
-        ratios = [RatioScores(VALIDATION_LEVELS) for _ in cleaned]
+        ratios = [RatioScores(VALIDATION_LEVELS) if self.rescale else None for _ in cleaned]
         horizon = max(p.horizon for p in plans)
         for step in tail_steps(cleaned, plans):
             forecasts = model.predict_many(horizon, VALIDATION_LEVELS)
             for i, actual in step.ahead.items():
                 table = forecasts[i].values[: actual.size]
                 losses[i].append(mean_pinball_loss(actual, table, VALIDATION_LEVELS))
-                ratios[i].add(actual, table)
+                gathered = ratios[i]
+                if gathered is not None:
+                    gathered.add(actual, table)
             model.update_many(step.updates)
         return [np.array(own, dtype=np.float64) for own in losses], [
-            r.calibration() for r in ratios
+            None if r is None else r.calibration() for r in ratios
         ]
 
     def _choose(

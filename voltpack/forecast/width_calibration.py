@@ -100,13 +100,18 @@ class WidthCalibration:
             return 1.0
         return float(np.interp(level, side, [self.factors[q] for q in side]))
 
-    def apply(self, values: FloatArray, quantiles: Sequence[float]) -> FloatArray:
-        """`values[h, j]` (quantile `quantiles[j]`, which include the median) re-scaled."""
+    def apply(
+        self, values: FloatArray, quantiles: Sequence[float], onto: FloatArray | None = None
+    ) -> FloatArray:
+        """`values[h, j]` (quantile `quantiles[j]`, which include the median) re-scaled: each
+        distance from their median times its level's factor, laid on `onto[h]` (another
+        model's median; by default their own)."""
         if MEDIAN not in quantiles:
             raise ForecastError("re-scaling quantiles needs the median among them")
         median = values[:, list(quantiles).index(MEDIAN)]
+        centre = median if onto is None else onto
         factors = np.array([self.factor(q) for q in quantiles])
-        return median[:, None] + factors[None, :] * (values - median[:, None])
+        return centre[:, None] + factors[None, :] * (values - median[:, None])
 
     @property
     def changes(self) -> bool:
