@@ -1,11 +1,10 @@
 """Property tests of the power controller over random demand traces and telemetry gaps.
 
 1. A domain is never above budget for longer than the actuation latency allows (in band, 0-3
-   ticks, or out of band, 10-30 ticks): from the first
-   tick over budget, the settings that fix it are decided that tick and act `latency` ticks
-   later, so an excursion lasts at most latency + 1 ticks while telemetry is on time. A GPU in
-   a telemetry gap shows its last reading until it turns stale, so during gaps the bound grows
-   by `stale_after_s`.
+   ticks, or out of band, 10-30 ticks): from the first tick over budget, the settings that
+   fix it are decided that tick and act `latency` ticks later, so an excursion lasts at most
+   latency + 1 ticks while telemetry is on time. A GPU in a telemetry gap shows its last
+   reading until it turns stale, so during gaps the bound grows by `stale_after_s`.
 2. The headroom policy never raises a high-priority GPU while a fresh low-priority GPU could
    still give watts.
 3. When a GPU's telemetry goes stale, within stale_after_s + one interval of its last reading

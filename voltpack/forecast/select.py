@@ -111,7 +111,7 @@ class TailSelect(SingleFromBatch):
         self.refit = refit
         self.rescale = rescale
         self.max_gap_steps = max_gap_steps
-        # candidate -> (model, the series it serves, the series of its batch in order)
+        # per chosen candidate: the models serving its series (`_Serving`)
         self._serving: list[_Serving] = []
         self._chosen: list[str] = []
         self._notes: list[tuple[str, ...]] = []
