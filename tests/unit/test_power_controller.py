@@ -89,6 +89,25 @@ def test_thresholds_enter_stages_and_leave_them_with_hysteresis() -> None:
     assert d.domains[0].level == "stage-0" and d.rung.tolist() == [0] * 8
 
 
+def test_thresholds_can_spare_training_until_stage_two() -> None:
+    c = controller(
+        budget_w=4000, policy="thresholds",
+        params={"hold_s": 0, "throughput_bound_rungs": [0, 0, 2]},
+    )  # fmt: skip
+    high = np.array([True] * 2 + [False] * 6)
+    training = np.array([False] * 4 + [True] * 4)
+
+    def step(t: int, power_w: float) -> np.ndarray:
+        tel = Telemetry(np.full(8, power_w), np.full(8, float(t)), high, None, training)
+        return c.step(t, tel).rung
+
+    assert step(0, 405).tolist() == [0, 0, 1, 1, 0, 0, 0, 0]  # 81 %: inference only
+    assert step(1, 450).tolist() == [1, 1, 1, 1, 2, 2, 2, 2]  # 90 %: training too
+    default = controller(budget_w=4000, policy="thresholds", params={"hold_s": 0})
+    tel = Telemetry(np.full(8, 405.0), np.zeros(8), high, None, training)
+    assert default.step(0, tel).rung.tolist() == [0, 0] + [1] * 6  # training is low priority
+
+
 def test_brake_caps_everything_at_the_budget_and_says_so() -> None:
     c = controller(budget_w=3000)
     decision = c.step(0.0, telemetry([400] * 8, 0.0, [True] * 8))
@@ -137,6 +156,8 @@ def test_unknown_policy_and_bad_params_are_named() -> None:
         make_power_policy("headroom", {"release_fraction": 0.99})
     with pytest.raises(PolicyError, match="one rung per stage"):
         make_power_policy("thresholds", {"low_priority_rungs": [0, 1]})
+    with pytest.raises(PolicyError, match="throughput_bound_rungs needs one rung per stage"):
+        make_power_policy("thresholds", {"throughput_bound_rungs": [0, 1]})
 
 
 def test_settings_are_deterministic() -> None:

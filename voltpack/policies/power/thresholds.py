@@ -12,6 +12,12 @@ the second, uncapped a threshold percentage below). A stage is left only when po
 margin below the threshold that entered it (hysteresis) and the stage has been held for
 `hold_s` (and no GPU's reading is late). The policy reacts to the power measured now; it
 predicts nothing.
+
+POLCA manages inference clusters, and the patent's first stage caps low-priority *inference*.
+A row that also holds low-priority training may give training its own rungs
+(`throughput_bound_rungs`, e.g. `[0, 0, 1]`: training is locked only at stage 2, with the high
+priority); by default training is low priority like any other and takes `low_priority_rungs`,
+which is how the issue states POLCA.
 """
 
 from __future__ import annotations
@@ -43,6 +49,13 @@ class ThresholdParams(BaseModel):
     high_priority_rungs: tuple[int, ...] = Field(
         default=(0, 0, 1), description="high-priority rung at stage 0, 1, 2, ..."
     )
+    throughput_bound_rungs: tuple[int, ...] | None = Field(
+        default=None,
+        description=(
+            "rung per stage of low-priority work that loses throughput when slowed (training);"
+            " null: low_priority_rungs"
+        ),
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ThresholdParams:
@@ -51,8 +64,10 @@ class ThresholdParams(BaseModel):
             0 < t < 1 for t in self.thresholds
         ):
             raise ValueError("thresholds must be ascending shares of the budget in (0, 1)")
-        for name in ("low_priority_rungs", "high_priority_rungs"):
+        for name in ("low_priority_rungs", "high_priority_rungs", "throughput_bound_rungs"):
             rungs = getattr(self, name)
+            if rungs is None:
+                continue
             if len(rungs) != stages:
                 raise ValueError(f"{name} needs one rung per stage ({stages}), got {len(rungs)}")
             if any(r < 0 for r in rungs) or list(rungs) != sorted(rungs):
@@ -90,7 +105,9 @@ class ThresholdPolicy:
             ):
                 stage -= 1
         new_state = state if stage == state.stage else _Stage(stage, view.now_s)
-        low = self.params.low_priority_rungs[stage]
-        high = self.params.high_priority_rungs[stage]
-        rung = np.where(view.high_priority, high, low).astype(np.int64)
+        params = self.params
+        low = np.full(len(view.rung), params.low_priority_rungs[stage], dtype=np.int64)
+        if params.throughput_bound_rungs is not None and view.throughput_bound is not None:
+            low[view.throughput_bound] = params.throughput_bound_rungs[stage]
+        rung = np.where(view.high_priority, params.high_priority_rungs[stage], low)
         return DomainPlan(clamp_rungs(rung, view.ladders), f"stage-{stage}", new_state)
