@@ -93,19 +93,19 @@ class ThresholdPolicy:
 
     def plan(self, view: DomainView, memory: Any) -> DomainPlan:
         """The stage from the power measured now; every GPU at its priority's rung."""
+        params = self.params
         state = memory if isinstance(memory, _Stage) else _Stage(0, view.now_s)
         share = view.power_now_w / view.budget_w
-        entered = sum(1 for t in self.params.thresholds if share >= t)
+        entered = sum(1 for t in params.thresholds if share >= t)
         stage = state.stage
         if entered > stage:
             stage = entered
-        elif stage > 0 and view.now_s - state.since_s >= self.params.hold_s and not view.any_late:
-            while stage > entered and share < self.params.thresholds[stage - 1] - (
-                self.params.release_margin
+        elif stage > 0 and view.now_s - state.since_s >= params.hold_s and not view.any_late:
+            while stage > entered and share < params.thresholds[stage - 1] - (
+                params.release_margin
             ):
                 stage -= 1
         new_state = state if stage == state.stage else _Stage(stage, view.now_s)
-        params = self.params
         low = np.full(len(view.rung), params.low_priority_rungs[stage], dtype=np.int64)
         if params.throughput_bound_rungs is not None and view.throughput_bound is not None:
             low[view.throughput_bound] = params.throughput_bound_rungs[stage]
