@@ -56,6 +56,7 @@ def test_expected_names_and_scopes() -> None:
         "GPUJob": "Namespaced",
         "Queue": "Cluster",
         "PowerBudget": "Cluster",
+        "Topology": "Cluster",
     }
     assert crd_manifest(KINDS["GPUJob"])["metadata"]["name"] == "gpujobs.voltpack.io"
 

@@ -100,6 +100,7 @@ class SysfsNic:
             name=self.name,
             nic_class=self.nic_class,
             bandwidth_gbps=self.bandwidth_gbps,
+            numa_node=self.numa_node,
             gpus=list(self.gpus),
         )
 

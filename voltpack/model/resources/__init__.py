@@ -9,6 +9,7 @@ from voltpack.model.resources.gpujob import GpuJobSpec, GpuJobStatus
 from voltpack.model.resources.gpunode import GpuNodeSpec, GpuNodeStatus
 from voltpack.model.resources.powerbudget import PowerBudgetSpec, PowerBudgetStatus
 from voltpack.model.resources.queue import QueueSpec, QueueStatus
+from voltpack.model.resources.topology import TopologySpec, TopologyStatus
 
 RESOURCE_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind(
@@ -48,6 +49,16 @@ RESOURCE_KINDS: tuple[ResourceKind, ...] = (
         status=PowerBudgetStatus,
         description="A power domain (nodes selected by labels) with a budget in watts.",
     ),
+    ResourceKind(
+        kind="Topology",
+        plural="topologies",
+        short_names=("vtopo",),
+        namespaced=False,
+        spec=TopologySpec,
+        status=TopologyStatus,
+        description="The cluster's network: levels of node labels, top to bottom, with each "
+        "level's oversubscription, and a default host layout (NVLink, NUMA, NICs).",
+    ),
 )
 
 __all__ = [
@@ -64,4 +75,6 @@ __all__ = [
     "QueueSpec",
     "QueueStatus",
     "ResourceKind",
+    "TopologySpec",
+    "TopologyStatus",
 ]

@@ -48,8 +48,11 @@ class Nic(ResourceModel):
 
     name: str = Field(min_length=1)
     nic_class: str = Field(description="e.g. frontend, rdma-200g, rdma-400g")
-    bandwidth_gbps: float | None = Field(default=None, gt=0)
-    gpus: list[int] = Field(default_factory=list)
+    bandwidth_gbps: float | None = Field(default=None, gt=0, description="line rate, Gbit/s")
+    numa_node: int | None = Field(default=None, ge=0, description="the NIC's NUMA node")
+    gpus: list[int] = Field(
+        default_factory=list, description="GPUs it serves best (nearest on the PCIe tree)"
+    )
 
 
 class Topology(ResourceModel):
