@@ -1,0 +1,1 @@
+"""Topology-aware gang placement policies: voltpack's step-time placement and the Kueue/KAI baselines."""
