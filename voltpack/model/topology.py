@@ -112,6 +112,8 @@ class ClusterTopology:
     hosts: tuple[HostLayout, ...]
     unlabelled_nodes: tuple[int, ...] = ()
     """Nodes that lacked some level's label (each such node is a domain of its own there)."""
+    cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+    """Tables other packages derive from the topology (e.g. per-GPU NIC arrays), kept with it."""
     _index_by_name: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -42,9 +42,15 @@ class GangStepModel(Protocol):
 class TopologyPlacer(Protocol):
     """A placement policy: pods (or units) per node, or the reason nothing fits."""
 
-    name: str
-    keeps_groups_whole: bool
-    """True when its tree counts tensor-parallel groups rather than pods."""
+    @property
+    def name(self) -> str:
+        """The policy's name, as a policy file spells it."""
+        ...
+
+    @property
+    def keeps_groups_whole(self) -> bool:
+        """True when its tree counts tensor-parallel groups rather than pods."""
+        ...
 
     def choose(
         self,

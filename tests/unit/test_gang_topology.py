@@ -1,0 +1,161 @@
+"""Gang placement as one unit in a topology: whole or nothing, required levels, TP on NVLink,
+and step times that get worse as a gang crosses oversubscribed levels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from voltpack.model.cluster import Node
+from voltpack.model.gpu_sku import default_catalog
+from voltpack.model.host_layout import HostLayout, HostNic
+from voltpack.model.resources.topology import TopologyLevel, TopologySpec
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.topology import ClusterTopology
+from voltpack.model.workload import Pod, PodGroup
+from voltpack.perf.training_models import Parallelism, default_training_models
+from voltpack.policies.topology.placers import StepTimePlacer
+from voltpack.policies.topology.step_model import gang_step_model
+from voltpack.scheduler.gang_topology import place_gang
+
+SPEC = TopologySpec(
+    levels=[
+        TopologyLevel(node_label="spine", oversubscription=1.0),
+        TopologyLevel(node_label="leaf", oversubscription=4.0),
+    ]
+)
+HOST = HostLayout(
+    gpu_count=8,
+    nvlink_domains=((0, 1, 2, 3), (4, 5, 6, 7)),
+    numa_of_gpu=(0, 0, 0, 0, 1, 1, 1, 1),
+    nics=tuple(
+        HostNic(
+            name=f"mlx5_{i}",
+            nic_class="infiniband",
+            line_rate_gbit_s=200,
+            numa_node=i // 2,
+            pcie_gpus=(2 * i, 2 * i + 1),
+        )
+        for i in range(4)
+    ),
+)
+
+
+def cluster(
+    nodes: int = 8, per_leaf: int = 2
+) -> tuple[ClusterSnapshot, ClusterTopology, list[str]]:
+    """`nodes` 8-GPU nodes, `per_leaf` per leaf, two leaves per spine."""
+    names = [f"n{i}" for i in range(nodes)]
+    snapshot = ClusterSnapshot.from_nodes(
+        [Node.empty(n, 64_000, 512_000, 8, "A100-80GB") for n in names]
+    )
+    labels = {
+        n: {"spine": f"s{i // (2 * per_leaf)}", "leaf": f"l{i // per_leaf}"}
+        for i, n in enumerate(names)
+    }
+    topology = ClusterTopology.from_labels(SPEC, names, labels, hosts=dict.fromkeys(names, HOST))
+    return snapshot, topology, names
+
+
+def gang(name: str, pods: int, gpus: int) -> PodGroup:
+    members = tuple(
+        Pod(name=f"{name}-{i}", cpu_milli=1000, memory_mib=1024, num_gpu=gpus, gpu_milli=1000)
+        for i in range(pods)
+    )
+    return PodGroup(name=name, pods=members, min_member=pods)
+
+
+def test_tensor_parallel_groups_land_inside_nvlink_domains() -> None:
+    snapshot, topology, _ = cluster()
+    # occupy GPUs 0-1 of node 0 so its first NVLink domain has only two free
+    snapshot.allocate(0, gang("x", 1, 2).pods[0], [0, 1])
+    outcome = place_gang(snapshot, topology, gang("tp", 8, 1), StepTimePlacer(), tensor_parallel=4)
+    assert outcome.decision.placed, outcome.decision.reason
+    groups = [outcome.decision.placements[i : i + 4] for i in (0, 4)]
+    for group in groups:
+        nodes = {p.node for p in group}
+        assert len(nodes) == 1
+        row = snapshot.node_index(nodes.pop())
+        domains = {HOST.nvlink_domain_of()[p.gpu_indices[0]] for p in group}
+        assert len(domains) == 1, (row, group)
+    assert "TP groups on NVLink domains" in outcome.decision.reason
+
+
+def test_required_level_that_cannot_be_met_places_nothing_and_says_why() -> None:
+    snapshot, topology, _ = cluster()
+    before = snapshot.gpu_free_milli.copy()
+    outcome = place_gang(snapshot, topology, gang("big", 3, 8), StepTimePlacer(), required_level=1)
+    assert not outcome.decision.placed
+    assert "required level leaf" in outcome.decision.reason
+    assert "has 2" in outcome.decision.reason
+    assert (snapshot.gpu_free_milli == before).all()
+
+
+def test_a_gang_that_fits_one_leaf_is_placed_in_one_leaf() -> None:
+    snapshot, topology, _ = cluster()
+    snapshot.allocate(0, gang("x", 1, 8).pods[0], list(range(8)))  # leaf l0 half used
+    outcome = place_gang(snapshot, topology, gang("g", 2, 8), StepTimePlacer())
+    nodes = [snapshot.node_index(p.node) for p in outcome.decision.placements]
+    assert len({int(topology.domain[1, n]) for n in nodes}) == 1
+
+
+def test_step_time_grows_when_data_parallel_crosses_an_oversubscribed_leaf() -> None:
+    _, topology, _ = cluster()
+    sku = default_catalog().get("A100-80GB")
+    model = default_training_models().get("gpt-13b")
+    model_step = gang_step_model(topology, model, Parallelism(4, 1, 4), sku)
+    gpus = np.tile(np.arange(8), 2)
+    same_leaf = model_step.step_s(np.repeat([0, 1], 8), gpus)
+    across = model_step.step_s(np.repeat([0, 2], 8), gpus)
+    assert across > same_leaf
+    assert same_leaf == pytest.approx(model_step.ideal_s(), rel=1e-9)
+
+
+def test_predicted_step_and_ideal_appear_in_the_reason() -> None:
+    snapshot, topology, _ = cluster()
+    sku = default_catalog().get("A100-80GB")
+    model = default_training_models().get("gpt-13b")
+    step_model = gang_step_model(topology, model, Parallelism(4, 1, 4), sku)
+    outcome = place_gang(
+        snapshot,
+        topology,
+        gang("g", 2, 8),
+        StepTimePlacer(),
+        tensor_parallel=4,
+        step_model=step_model,
+    )
+    assert outcome.step_s is not None and outcome.ideal_s is not None
+    assert outcome.step_s == pytest.approx(outcome.ideal_s)
+    assert "predicted step" in outcome.decision.reason and "ideal" in outcome.decision.reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    used=st.lists(st.integers(0, 8), min_size=8, max_size=8),
+    pods=st.integers(1, 10),
+    gpus=st.sampled_from([1, 2, 4, 8]),
+    required=st.sampled_from([None, 0, 1]),
+)
+def test_a_gang_is_placed_whole_or_not_at_all_and_never_crosses_its_required_level(
+    used: list[int], pods: int, gpus: int, required: int | None
+) -> None:
+    snapshot, topology, _ = cluster()
+    for row, count in enumerate(used):
+        if count:
+            snapshot.allocate(row, gang(f"u{row}", 1, count).pods[0], list(range(count)))
+    before = snapshot.gpu_free_milli.copy()
+    outcome = place_gang(
+        snapshot, topology, gang("g", pods, gpus), StepTimePlacer(), required_level=required
+    )
+    placed = outcome.decision.placements
+    if not outcome.decision.placed:
+        assert placed == () and (snapshot.gpu_free_milli == before).all()
+        return
+    assert len(placed) == pods
+    rows = [snapshot.node_index(p.node) for p in placed]
+    taken = before - snapshot.gpu_free_milli
+    assert int(taken.sum()) == pods * gpus * 1000
+    if required is not None:
+        assert len({int(topology.domain[required, r]) for r in rows}) == 1

@@ -1,0 +1,223 @@
+"""A catalog of transformer training jobs: shape, batch, and default 3D parallelism.
+
+The shipped catalog is `training_models.yaml` (each entry names its source). A user's file in
+the same format loads with `TrainingModelCatalog.from_yaml`; a malformed one raises
+`PerfModelError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from voltpack.model.text_files import read_user_text
+from voltpack.perf.links import PerfModelError
+
+__all__ = [
+    "Parallelism",
+    "ParallelismRule",
+    "PerfModelError",
+    "TrainingModel",
+    "TrainingModelCatalog",
+    "default_parallelism",
+    "default_training_models",
+]
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Tensor-, pipeline- and data-parallel degrees; `virtual_stages` > 1 is Megatron's
+    interleaved pipeline schedule (model chunks per GPU)."""
+
+    tensor: int
+    pipeline: int
+    data: int
+    virtual_stages: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tensor", "pipeline", "data", "virtual_stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise PerfModelError(f"parallelism.{name} must be an integer >= 1, got {value!r}")
+
+    @property
+    def world_size(self) -> int:
+        """GPUs the job uses: tensor x pipeline x data."""
+        return self.tensor * self.pipeline * self.data
+
+
+class ParallelismRule(BaseModel):
+    """Default model-parallel degrees; data parallelism takes the remaining GPUs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensor: int = Field(ge=1)
+    pipeline: int = Field(ge=1)
+    virtual_stages: int = Field(default=1, ge=1)
+
+
+class TrainingModel(BaseModel):
+    """One transformer training job (decoder-only, GPT/Llama style)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    parameters_billion: float = Field(gt=0)
+    """Published parameter count (what the source calls the model); see `parameter_count`."""
+    layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    attention_heads: int = Field(ge=1)
+    kv_heads: int | None = Field(default=None, ge=1)
+    """Key/value heads (grouped-query attention); None = attention_heads."""
+    ffn_hidden_size: int | None = Field(default=None, ge=1)
+    """MLP inner width; None = 4 x hidden_size."""
+    gated_mlp: bool = False
+    """True for SwiGLU-style MLPs (three weight matrices instead of two)."""
+    sequence_length: int = Field(ge=1)
+    vocab_size: int = Field(ge=1)
+    global_batch_size: int = Field(ge=1)
+    """Sequences per optimizer step."""
+    micro_batch_size: int = Field(ge=1)
+    activation_recompute: bool = True
+    """Full activation recomputation (one extra forward pass in the backward)."""
+    fused_attention: bool = False
+    """Flash-style attention: scores and softmax never written to memory."""
+    parallelism: ParallelismRule
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> TrainingModel:
+        if self.micro_batch_size > self.global_batch_size:
+            raise ValueError(
+                f"micro_batch_size ({self.micro_batch_size}) exceeds global_batch_size "
+                f"({self.global_batch_size})"
+            )
+        if self.kv_heads is not None and self.attention_heads % self.kv_heads:
+            raise ValueError(
+                f"attention_heads ({self.attention_heads}) must be a multiple of kv_heads "
+                f"({self.kv_heads})"
+            )
+        if self.attention_heads % self.parallelism.tensor:
+            raise ValueError(
+                f"parallelism.tensor ({self.parallelism.tensor}) must divide attention_heads "
+                f"({self.attention_heads})"
+            )
+        if self.layers % (self.parallelism.pipeline * self.parallelism.virtual_stages):
+            raise ValueError(
+                f"parallelism.pipeline x virtual_stages "
+                f"({self.parallelism.pipeline} x {self.parallelism.virtual_stages}) must "
+                f"divide layers ({self.layers})"
+            )
+        return self
+
+    @property
+    def ffn_size(self) -> int:
+        """MLP inner width."""
+        return self.ffn_hidden_size if self.ffn_hidden_size is not None else 4 * self.hidden_size
+
+    @property
+    def kv_size(self) -> int:
+        """Width of the key (and of the value) projection."""
+        heads = self.kv_heads if self.kv_heads is not None else self.attention_heads
+        return self.hidden_size * heads // self.attention_heads
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices in one MLP block (3 for gated MLPs, else 2)."""
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def layer_parameters(self) -> int:
+        """Weights of one transformer layer (projections and MLP; norms and biases ignored)."""
+        h = self.hidden_size
+        attention = 2 * h * h + 2 * h * self.kv_size
+        return attention + self.mlp_matrices * h * self.ffn_size
+
+    @property
+    def parameter_count(self) -> int:
+        """Parameters computed from the shape: layers plus the embedding (tied output)."""
+        return self.layers * self.layer_parameters + self.vocab_size * self.hidden_size
+
+
+class _CatalogFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1]
+    models: list[TrainingModel]
+
+
+class TrainingModelCatalog:
+    """Look-up of training models by name (case-insensitive)."""
+
+    def __init__(self, models: list[TrainingModel]) -> None:
+        self._models = list(models)
+        self._by_name: dict[str, TrainingModel] = {}
+        for model in models:
+            key = model.name.casefold()
+            if key in self._by_name:
+                raise PerfModelError(f"training-model catalog: name {model.name!r} is used twice")
+            self._by_name[key] = model
+
+    @property
+    def models(self) -> list[TrainingModel]:
+        """All models in catalog order."""
+        return list(self._models)
+
+    def get(self, name: str) -> TrainingModel:
+        """The model called `name`; raise PerfModelError listing the known names if unknown."""
+        try:
+            return self._by_name[name.casefold()]
+        except KeyError:
+            known = ", ".join(model.name for model in self._models)
+            raise PerfModelError(
+                f"unknown training model {name!r}; known models: {known}"
+            ) from None
+
+    @classmethod
+    def from_yaml(cls, path: Path) -> TrainingModelCatalog:
+        """Load a catalog file; raise PerfModelError naming the file and the bad field."""
+        return cls.parse(read_user_text(path, "training-model catalog", PerfModelError), str(path))
+
+    @classmethod
+    def parse(cls, text: str, origin: str) -> TrainingModelCatalog:
+        """Parse catalog YAML `text`; `origin` names it in error messages."""
+        try:
+            parsed = _CatalogFile.model_validate(yaml.safe_load(text))
+        except yaml.YAMLError as exc:
+            raise PerfModelError(f"{origin}: not valid YAML: {exc}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise PerfModelError(f"{origin}: field {where or '(top level)'}: {message}") from None
+        return cls(parsed.models)
+
+
+@cache
+def default_training_models() -> TrainingModelCatalog:
+    """The catalog shipped with voltpack (`voltpack/perf/training_models.yaml`)."""
+    text = resources.files("voltpack.perf").joinpath("training_models.yaml").read_text("utf-8")
+    return TrainingModelCatalog.parse(text, "voltpack/perf/training_models.yaml")
+
+
+def default_parallelism(model: TrainingModel, gpus: int) -> Parallelism:
+    """The model's default rule applied to `gpus`: data = gpus / (tensor x pipeline)."""
+    rule = model.parallelism
+    model_parallel = rule.tensor * rule.pipeline
+    if gpus < model_parallel or gpus % model_parallel:
+        raise PerfModelError(
+            f"{model.name}: {gpus} GPUs is not a multiple of tensor x pipeline "
+            f"({rule.tensor} x {rule.pipeline} = {model_parallel})"
+        )
+    return Parallelism(
+        tensor=rule.tensor,
+        pipeline=rule.pipeline,
+        data=gpus // model_parallel,
+        virtual_stages=rule.virtual_stages,
+    )

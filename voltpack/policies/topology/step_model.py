@@ -1,0 +1,89 @@
+"""A gang's predicted step time on a placement: the perf model bound to one job and topology."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voltpack.model.decision import Placement
+from voltpack.model.gpu_sku import GpuSku
+from voltpack.model.host_layout import HostLayout, NicDistance
+from voltpack.model.snapshot import ClusterSnapshot, IntArray
+from voltpack.model.topology import ClusterTopology
+from voltpack.perf.placement_links import FALLBACK_NIC
+from voltpack.perf.placement_links import placement_links as links_of
+from voltpack.perf.step_time import StepTime, ideal_links, predict_step_time
+from voltpack.perf.training_models import Parallelism, TrainingModel
+
+
+@dataclass
+class TopologyStepModel:
+    """Step time of `model` at `parallelism` on `sku` GPUs, placed in `topology`."""
+
+    topology: ClusterTopology
+    model: TrainingModel
+    parallelism: Parallelism
+    sku: GpuSku
+    _ideal_s: float | None = field(default=None, repr=False)
+
+    def predict(self, rank_nodes: IntArray, rank_gpus: IntArray) -> StepTime:
+        """The step's parts on this placement (rank r on rank_nodes[r], GPU rank_gpus[r])."""
+        links = links_of(self.topology, rank_nodes, rank_gpus, self.parallelism, self.sku)
+        return predict_step_time(self.model, self.parallelism, self.sku, links)
+
+    def step_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
+        """Seconds per step on this placement."""
+        return self.predict(rank_nodes, rank_gpus).total_s
+
+    def ideal_s(self) -> float:
+        """Seconds per step on the best placement the cluster's usual host could give: tensor
+        groups on NVLink, every node under one leaf, NICs aligned."""
+        if self._ideal_s is None:
+            host = _usual_host(self.topology.hosts)
+            rdma = [nic for nic in host.nics if nic.is_rdma] or list(host.nics)
+            nic_class, rate = (
+                (rdma[0].nic_class, min(n.line_rate_gbit_s for n in rdma)) if rdma else FALLBACK_NIC
+            )
+            links = ideal_links(
+                self.sku,
+                self.parallelism,
+                gpus_per_node=max(1, host.gpu_count),
+                nic_class=nic_class,
+                line_rate_gbit_s=rate,
+                nics_per_node=max(1, len(rdma)),
+                alignment=NicDistance.SAME_PCIE_SWITCH,
+            )
+            self._ideal_s = predict_step_time(self.model, self.parallelism, self.sku, links).total_s
+        return self._ideal_s
+
+
+def _usual_host(hosts: Sequence[HostLayout]) -> HostLayout:
+    """The host layout most nodes have (the first such, for determinism)."""
+    if not hosts:
+        return HostLayout.single_domain(8)
+    counts = Counter(id(host) for host in hosts)
+    best = max(counts.values())
+    return next(host for host in hosts if counts[id(host)] == best)
+
+
+def gang_step_model(
+    topology: ClusterTopology, model: TrainingModel, parallelism: Parallelism, sku: GpuSku
+) -> TopologyStepModel:
+    """The step-time model of one gang, ready for the placement mechanism."""
+    return TopologyStepModel(topology, model, parallelism, sku)
+
+
+def ranks_from_placements(
+    snapshot: ClusterSnapshot, placements: Sequence[Placement]
+) -> tuple[IntArray, IntArray]:
+    """Rank order of a placement made pod by pod: pods in order, each pod's GPUs in order."""
+    nodes: list[int] = []
+    gpus: list[int] = []
+    for placement in placements:
+        row = snapshot.node_index(placement.node)
+        nodes.extend([row] * len(placement.gpu_indices))
+        gpus.extend(placement.gpu_indices)
+    return np.array(nodes, dtype=np.int64), np.array(gpus, dtype=np.int64)
