@@ -112,8 +112,20 @@ def test_nics_from_sysfs_are_published_with_the_gpus_they_serve(
     GpuNodeSync(custom, "n", backend, sysfs_root=str(tmp_path)).reconcile_once()
     nics = gpunode(custom, "n")["status"]["topology"]["nics"]
     assert nics == [
-        {"name": "mlx5_0", "nicClass": "infiniband", "bandwidthGbps": 400.0, "gpus": [0, 1]},
-        {"name": "mlx5_1", "nicClass": "infiniband", "bandwidthGbps": 400.0, "gpus": [2, 3]},
+        {
+            "name": "mlx5_0",
+            "nicClass": "infiniband",
+            "bandwidthGbps": 400.0,
+            "numaNode": 0,
+            "gpus": [0, 1],
+        },
+        {
+            "name": "mlx5_1",
+            "nicClass": "infiniband",
+            "bandwidthGbps": 400.0,
+            "numaNode": 1,
+            "gpus": [2, 3],
+        },
     ]
 
 

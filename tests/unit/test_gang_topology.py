@@ -159,3 +159,28 @@ def test_a_gang_is_placed_whole_or_not_at_all_and_never_crosses_its_required_lev
     assert int(taken.sum()) == pods * gpus * 1000
     if required is not None:
         assert len({int(topology.domain[required, r]) for r in rows}) == 1
+
+
+def test_a_gang_bigger_than_any_spine_spans_spines_when_nothing_is_required() -> None:
+    snapshot, topology, _ = cluster()  # two spines of four nodes
+    outcome = place_gang(snapshot, topology, gang("huge", 6, 8), StepTimePlacer())
+    assert outcome.decision.placed, outcome.decision.reason
+    assert "no shared level" in outcome.decision.reason
+
+
+def test_step_time_scores_units_when_pods_are_smaller_than_a_tensor_group() -> None:
+    snapshot, topology, _ = cluster()
+    sku = default_catalog().get("A100-80GB")
+    model = default_training_models().get("gpt-13b")
+    step_model = gang_step_model(topology, model, Parallelism(8, 1, 2), sku)
+    outcome = place_gang(
+        snapshot,
+        topology,
+        gang("g", 4, 4),
+        StepTimePlacer(),
+        tensor_parallel=8,
+        step_model=step_model,
+    )
+    assert outcome.decision.placed, outcome.decision.reason
+    nodes = [p.node for p in outcome.decision.placements]
+    assert nodes[0] == nodes[1] and nodes[2] == nodes[3]

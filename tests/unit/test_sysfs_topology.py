@@ -174,7 +174,7 @@ def test_each_gpu_is_served_by_the_hca_behind_its_switch(node: FakeSysfs) -> Non
         "eno1": (),
     }
     assert topo.nic_models()[0] == Nic(
-        name="mlx5_0", nic_class="infiniband", bandwidth_gbps=400.0, gpus=[0, 1]
+        name="mlx5_0", nic_class="infiniband", bandwidth_gbps=400.0, numa_node=0, gpus=[0, 1]
     )
 
 

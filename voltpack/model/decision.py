@@ -6,7 +6,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Placement(BaseModel):
-    """A pod bound to a node and to specific GPUs on it (each giving `gpu_milli`)."""
+    """A pod bound to a node, to specific GPUs on it (each giving `gpu_milli`) and to the NICs
+    that carry its RDMA traffic (each giving `rdma_percent` of its bandwidth)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -14,6 +15,9 @@ class Placement(BaseModel):
     node: str
     gpu_indices: tuple[int, ...] = ()
     gpu_milli: int = 0
+    nics: tuple[str, ...] = ()
+    """Names of the NICs (as in the node's `HostLayout`), e.g. for `NCCL_IB_HCA`."""
+    rdma_percent: int = 0
 
 
 class Decision(BaseModel):

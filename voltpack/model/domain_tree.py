@@ -37,6 +37,8 @@ class DomainTree:
     """Per node, whole GPUs free (for fragmentation scores)."""
     gpu_count: IntArray
     """Per node, GPUs it has."""
+    gpus_per_unit: int = 1
+    """GPUs one slot stands for (a pod's, or a tensor-parallel group's)."""
 
     @classmethod
     def build(
@@ -45,6 +47,7 @@ class DomainTree:
         slots: IntArray,
         free_gpus: IntArray,
         gpu_count: IntArray,
+        gpus_per_unit: int = 1,
     ) -> DomainTree:
         """Sum `slots` into every level's domains."""
         capacity = tuple(
@@ -59,6 +62,7 @@ class DomainTree:
             capacity=capacity,
             free_gpus=np.asarray(free_gpus, dtype=np.int64),
             gpu_count=np.asarray(gpu_count, dtype=np.int64),
+            gpus_per_unit=gpus_per_unit,
         )
 
     def nodes_in(self, level: int, domain: int) -> IntArray:

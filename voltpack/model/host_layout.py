@@ -94,6 +94,12 @@ class HostLayout(BaseModel):
                 domain_of[gpu] = number
         return tuple(domain_of)
 
+    def nic_distances(self) -> tuple[tuple[NicDistance, ...], ...]:
+        """Per GPU (row) and NIC (column, in `nics` order): how near the NIC is to the GPU."""
+        return tuple(
+            tuple(self.nic_distance(gpu, nic) for nic in self.nics) for gpu in range(self.gpu_count)
+        )
+
     def nic_distance(self, gpu: int, nic: HostNic) -> NicDistance:
         """How near `nic` is to `gpu`: same PCIe switch, same NUMA node, or only the same host."""
         if gpu in nic.pcie_gpus:

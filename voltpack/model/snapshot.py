@@ -1,7 +1,9 @@
 """The cluster as arrays over nodes: what the scheduling core reads and changes.
 
 One row per node, one column per GPU slot; nodes with fewer GPUs than the widest node have
-absent slots (`gpu_present` False, `gpu_free_milli` 0). Arrays make every per-node computation
+absent slots (`gpu_present` False, `gpu_free_milli` 0). NICs likewise: one column per NIC slot
+of the node's `HostLayout` (`nic_present`, `nic_rdma`, `nic_free_pct` in percent of the NIC's
+bandwidth). Arrays make every per-node computation
 of a scheduling cycle one vectorised numpy expression, so the cost of a decision grows linearly
 in the number of nodes.
 """
@@ -14,8 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from voltpack.model.cluster import MILLI_PER_GPU, Gpu, Node
+from voltpack.model.cluster import MILLI_PER_GPU, NIC_PERCENT, Gpu, Node
 from voltpack.model.errors import InvalidRequestError
+from voltpack.model.host_layout import HostLayout
 from voltpack.model.power_headroom import PowerHeadroom
 from voltpack.model.workload import Pod
 
@@ -50,7 +53,24 @@ class ClusterSnapshot:
     column k counts pods holding k whole GPUs."""
     power: PowerHeadroom | None = None
     """Power domains' headroom, when the cluster has power budgets."""
+    layouts: tuple[HostLayout | None, ...] = ()
+    """Per node, how its GPUs and NICs are connected (None: unknown, no NICs)."""
+    nic_present: BoolArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
+    """Per node and NIC slot: the slot holds a NIC of the node's layout."""
+    nic_rdma: BoolArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
+    """Per node and NIC slot: the NIC does RDMA (InfiniBand or RoCE)."""
+    nic_free_pct: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    """Per node and NIC slot: percent of the NIC's bandwidth still free (0 for absent slots)."""
     _index_by_name: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        count = len(self.node_names)
+        if not self.layouts:
+            self.layouts = (None,) * count
+        if self.nic_present.shape[0] != count:
+            self.nic_present = np.zeros((count, 0), dtype=np.bool_)
+            self.nic_rdma = np.zeros((count, 0), dtype=np.bool_)
+            self.nic_free_pct = np.zeros((count, 0), dtype=np.int64)
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node]) -> ClusterSnapshot:
@@ -71,6 +91,17 @@ class ClusterSnapshot:
             gpu_free[row, : node.gpu_count] = [g.milli_free for g in node.gpus]
         cpu_cap = np.array([n.cpu_milli for n in nodes], dtype=np.int64)
         mem_cap = np.array([n.memory_mib for n in nodes], dtype=np.int64)
+        nic_width = max((len(n.layout.nics) for n in nodes if n.layout is not None), default=0)
+        nic_present = np.zeros((count, nic_width), dtype=np.bool_)
+        nic_rdma = np.zeros((count, nic_width), dtype=np.bool_)
+        nic_free = np.zeros((count, nic_width), dtype=np.int64)
+        for row, node in enumerate(nodes):
+            if node.layout is None:
+                continue
+            nics = node.layout.nics
+            nic_present[row, : len(nics)] = True
+            nic_rdma[row, : len(nics)] = [nic.is_rdma for nic in nics]
+            nic_free[row, : len(nics)] = node.nic_free
         return cls(
             node_names=tuple(n.name for n in nodes),
             gpu_models=models,
@@ -95,6 +126,10 @@ class ClusterSnapshot:
             gpu_present=present,
             gpu_free_milli=gpu_free,
             gpu_pod_kinds=np.zeros((count, width + 1), dtype=np.int64),
+            layouts=tuple(n.layout for n in nodes),
+            nic_present=nic_present,
+            nic_rdma=nic_rdma,
+            nic_free_pct=nic_free,
         )
 
     def node_index(self, name: str) -> int:
@@ -142,28 +177,57 @@ class ClusterSnapshot:
             gpu_free_milli=self.gpu_free_milli.copy(),
             gpu_pod_kinds=self.gpu_pod_kinds.copy(),
             power=self.power.copy() if self.power is not None else None,
+            layouts=self.layouts,
+            nic_present=self.nic_present,
+            nic_rdma=self.nic_rdma,
+            nic_free_pct=self.nic_free_pct.copy(),
         )
 
-    def allocate(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
-        """Take the pod's CPU, memory and GPU shares from `node`; refuse an over-allocation."""
+    def nic_names(self, node: int, nic_indices: Sequence[int]) -> tuple[str, ...]:
+        """Names of the NICs in slots `nic_indices` of `node`, as its layout calls them."""
+        layout = self.layouts[node]
+        if layout is None:
+            return ()
+        return tuple(layout.nics[i].name for i in nic_indices)
+
+    def allocate(
+        self, node: int, pod: Pod, gpu_indices: Sequence[int], nic_indices: Sequence[int] = ()
+    ) -> None:
+        """Take the pod's CPU, memory, GPU and NIC shares from `node`; refuse an over-allocation.
+
+        A pod with `rdma_percent` > 0 names exactly one RDMA NIC slot in `nic_indices`; a pod
+        without names none.
+        """
         self._check_fits(node, pod, gpu_indices)
+        nics = self._checked_nics(node, pod, nic_indices)
+        if (self.nic_free_pct[node, nics] < pod.rdma_percent).any():
+            raise InvalidRequestError(
+                f"node {self.node_names[node]}: NIC {self.nic_names(node, nics)} has "
+                f"{self.nic_free_pct[node, nics].tolist()} percent free, pod {pod.name} needs "
+                f"rdma_percent={pod.rdma_percent}"
+            )
         self.cpu_free_milli[node] -= pod.cpu_milli
         self.memory_free_mib[node] -= pod.memory_mib
         for gpu in gpu_indices:
             self.gpu_free_milli[node, gpu] -= pod.gpu_milli
+        self.nic_free_pct[node, nics] -= pod.rdma_percent
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
             if self.power is not None:
                 self.power.take(node, pod)
 
-    def release(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
+    def release(
+        self, node: int, pod: Pod, gpu_indices: Sequence[int], nic_indices: Sequence[int] = ()
+    ) -> None:
         """Give back what `allocate` took; refuse (changing nothing) to exceed capacity."""
         gpus = list(gpu_indices)
+        nics = self._checked_nics(node, pod, nic_indices)
         if (
             self.cpu_free_milli[node] + pod.cpu_milli > self.cpu_capacity_milli[node]
             or self.memory_free_mib[node] + pod.memory_mib > self.memory_capacity_mib[node]
             or (self.gpu_free_milli[node, gpus] + pod.gpu_milli > MILLI_PER_GPU).any()
             or len(set(gpus)) != len(gpus)
+            or (self.nic_free_pct[node, nics] + pod.rdma_percent > NIC_PERCENT).any()
         ):
             raise InvalidRequestError(
                 f"release of pod {pod.name} on node {self.node_names[node]} returns more than "
@@ -172,10 +236,30 @@ class ClusterSnapshot:
         self.cpu_free_milli[node] += pod.cpu_milli
         self.memory_free_mib[node] += pod.memory_mib
         self.gpu_free_milli[node, gpus] += pod.gpu_milli
+        self.nic_free_pct[node, nics] += pod.rdma_percent
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
             if self.power is not None:
                 self.power.take(node, pod, sign=-1.0)
+
+    def _checked_nics(self, node: int, pod: Pod, nic_indices: Sequence[int]) -> list[int]:
+        """`nic_indices` as a list, after checking they suit the pod: one present RDMA NIC slot
+        when the pod asks for `rdma_percent`, none otherwise."""
+        nics = [int(i) for i in nic_indices]
+        wanted = 1 if pod.rdma_percent else 0
+        if len(nics) != wanted:
+            raise InvalidRequestError(
+                f"pod {pod.name} with rdma_percent={pod.rdma_percent} needs {wanted} NIC(s), "
+                f"got NIC slots {nics}"
+            )
+        width = self.nic_present.shape[1]
+        for nic in nics:
+            if not (0 <= nic < width and self.nic_present[node, nic] and self.nic_rdma[node, nic]):
+                raise InvalidRequestError(
+                    f"node {self.node_names[node]}: NIC slot {nic} is no RDMA NIC, pod "
+                    f"{pod.name} needs one for rdma_percent={pod.rdma_percent}"
+                )
+        return nics
 
     def _check_fits(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
         name = self.node_names[node]
@@ -202,6 +286,11 @@ class ClusterSnapshot:
                     f"node {name}: GPU {gpu} cannot give {pod.gpu_milli} milli to pod {pod.name}"
                 )
 
+    def _node_nic_free(self, row: int) -> tuple[int, ...]:
+        layout = self.layouts[row]
+        count = len(layout.nics) if layout is not None else 0
+        return tuple(int(pct) for pct in self.nic_free_pct[row, :count])
+
     def to_nodes(self) -> list[Node]:
         """Domain nodes with the current free resources."""
         nodes = []
@@ -220,6 +309,8 @@ class ClusterSnapshot:
                     ),
                     cpu_milli_free=int(self.cpu_free_milli[row]),
                     memory_mib_free=int(self.memory_free_mib[row]),
+                    layout=self.layouts[row],
+                    nic_free_pct=self._node_nic_free(row),
                 )
             )
         return nodes

@@ -10,6 +10,7 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -22,7 +23,9 @@ class Pod(BaseModel):
 
     The pod needs `num_gpu` distinct GPUs with at least `gpu_milli` free on each: `gpu_milli`
     below 1000 with `num_gpu == 1` is a share of one GPU (GPU sharing), 1000 means whole GPUs.
-    `gpu_models` lists the GPU models the pod accepts; empty accepts any.
+    `gpu_models` lists the GPU models the pod accepts; empty accepts any. `rdma_percent` is a
+    share (0..100) of the bandwidth of ONE RDMA NIC (InfiniBand or RoCE) on the pod's node, as
+    `voltpack.io/rdma-percent` asks; 0 asks for no NIC.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -33,6 +36,7 @@ class Pod(BaseModel):
     num_gpu: int = Field(default=0, ge=0)
     gpu_milli: int = Field(default=0, ge=0, le=MILLI_PER_GPU)
     gpu_models: tuple[str, ...] = ()
+    rdma_percent: int = Field(default=0, ge=0, le=100)
     qos: str = "BE"
     priority: int = 0
     creation_time_s: float = 0.0
@@ -59,6 +63,15 @@ class Pod(BaseModel):
                     }
                 )
             raise ValidationError.from_exception_data(cls.__name__, errors) from None
+
+    @field_validator("rdma_percent", mode="before")
+    @classmethod
+    def _check_rdma_percent(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= 100:
+            raise ValueError(
+                f"rdma_percent={value} is not a share of one RDMA NIC's bandwidth; use 0..100"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_gpu_request(self) -> Pod:

@@ -1,4 +1,4 @@
-"""The scheduling cycle: filter, score, select a node and its GPUs, reserve, decide."""
+"""The scheduling cycle: filter, score, select a node, its GPUs and NIC, reserve, decide."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from voltpack.model.decision import Decision, Placement
-from voltpack.model.snapshot import ClusterSnapshot, IntArray
+from voltpack.model.snapshot import BoolArray, ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.strategy import ScoringStrategy
-from voltpack.scheduler.filter import explain_rejection, filter_nodes
+from voltpack.scheduler.filter import FilterResult, explain_rejection, filter_nodes
+from voltpack.scheduler.nic_allocation import choose_on_snapshot
 from voltpack.scheduler.statement import Statement
 
 
@@ -38,11 +39,19 @@ class Scheduler:
         self.strategy.observe_arrival(pod)
 
     def schedule_pod(
-        self, snapshot: ClusterSnapshot, pod: Pod, rng: np.random.Generator
+        self,
+        snapshot: ClusterSnapshot,
+        pod: Pod,
+        rng: np.random.Generator,
+        allowed: BoolArray | None = None,
     ) -> Decision:
-        """Place one pod and commit it to the snapshot, or explain why it cannot be placed."""
+        """Place one pod and commit it to the snapshot, or explain why it cannot be placed.
+
+        `allowed`, when given, is a per-node mask of the nodes the caller permits (for a
+        constraint the filters do not know, such as a per-node instance limit of an app).
+        """
         statement = Statement(snapshot)
-        decision = self._place(snapshot, pod, rng, statement)
+        decision = self._place(snapshot, pod, rng, statement, allowed)
         statement.commit()
         return decision
 
@@ -80,8 +89,15 @@ class Scheduler:
         pod: Pod,
         rng: np.random.Generator,
         statement: Statement,
+        allowed: BoolArray | None = None,
     ) -> Decision:
         result = filter_nodes(snapshot, pod)
+        if allowed is not None:
+            excluded = result.feasible & ~allowed
+            result = FilterResult(
+                feasible=result.feasible & allowed,
+                rejected_by={**result.rejected_by, "excluded": int(excluded.sum())},
+            )
         candidates = np.flatnonzero(result.feasible)
         if candidates.size == 0:
             return Decision(
@@ -89,12 +105,24 @@ class Scheduler:
             )
         node, why = self._select_node(snapshot, pod, candidates, rng)
         gpus = self.strategy.pick_gpus(snapshot, node, pod, rng)
-        statement.allocate(node, pod, gpus)
+        nics: tuple[int, ...] = ()
+        nic_text = ""
+        if pod.rdma_percent:
+            choice = choose_on_snapshot(snapshot, node, pod, gpus)
+            gpus = choice.gpus
+            nics = () if choice.nic is None else (choice.nic,)
+            nic_text = ", " + choice.describe(snapshot.layouts[node], pod.rdma_percent)
+        statement.allocate(node, pod, gpus, nics)
         node_name = snapshot.node_names[node]
         gpu_text = f" GPUs {list(gpus)}" if gpus else ""
-        reason = f"pod {pod.name} -> node {node_name}{gpu_text}: {why}"
+        reason = f"pod {pod.name} -> node {node_name}{gpu_text}{nic_text}: {why}"
         placement = Placement(
-            pod=pod.name, node=node_name, gpu_indices=gpus, gpu_milli=pod.gpu_milli
+            pod=pod.name,
+            node=node_name,
+            gpu_indices=gpus,
+            gpu_milli=pod.gpu_milli,
+            nics=snapshot.nic_names(node, nics),
+            rdma_percent=pod.rdma_percent,
         )
         return Decision(subject=pod.name, placed=True, placements=(placement,), reason=reason)
 

@@ -1,4 +1,5 @@
-"""Filter: which nodes can hold a pod (CPU, memory, GPU model, GPU count and share)."""
+"""Filter: which nodes can hold a pod (CPU, memory, GPU model, GPU count and share, RDMA NIC
+bandwidth)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 from voltpack.model.snapshot import BoolArray, ClusterSnapshot
 from voltpack.model.workload import Pod
 
-FILTER_NAMES = ("gpu-model", "cpu", "memory", "gpu", "power")
+FILTER_NAMES = ("gpu-model", "cpu", "memory", "gpu", "nic", "power")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ def gpus_fitting(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
     return snapshot.gpu_present & (snapshot.gpu_free_milli >= pod.gpu_milli)
 
 
+def nics_fitting(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
+    """Per node and NIC slot: an RDMA NIC with at least the pod's `rdma_percent` free."""
+    return snapshot.nic_present & snapshot.nic_rdma & (snapshot.nic_free_pct >= pod.rdma_percent)
+
+
 def filter_nodes(snapshot: ClusterSnapshot, pod: Pod) -> FilterResult:
     """Apply every filter to every node at once."""
     checks: list[tuple[str, BoolArray]] = [
@@ -51,8 +57,13 @@ def filter_nodes(snapshot: ClusterSnapshot, pod: Pod) -> FilterResult:
     ]
     if pod.num_gpu > 0:
         checks.append(("gpu", gpus_fitting(snapshot, pod).sum(axis=1) >= pod.num_gpu))
-        if snapshot.power is not None:
-            checks.append(("power", snapshot.power.fits(pod)))
+    if pod.rdma_percent > 0:
+        # Any GPUs of the node can use any of its NICs (at worst across the host), so a node
+        # fits when it has the GPUs and, independently, one RDMA NIC with room.
+        nic_ok = np.asarray(nics_fitting(snapshot, pod).any(axis=1), dtype=np.bool_)
+        checks.append(("nic", nic_ok))
+    if pod.num_gpu > 0 and snapshot.power is not None:
+        checks.append(("power", snapshot.power.fits(pod)))
     feasible = np.ones(snapshot.node_count, dtype=np.bool_)
     rejected_by: dict[str, int] = {}
     for name, passed in checks:
@@ -71,6 +82,8 @@ def describe_request(pod: Pod) -> str:
         parts.append(f"{pod.num_gpu} whole GPU{'s' if pod.num_gpu > 1 else ''}")
     if pod.gpu_models and pod.num_gpu:
         parts.append("model " + "|".join(pod.gpu_models))
+    if pod.rdma_percent:
+        parts.append(f"{pod.rdma_percent}% of one RDMA NIC")
     return ", ".join(parts)
 
 
@@ -79,14 +92,16 @@ _REJECTION_WORDS = {
     "cpu": "lack CPU",
     "memory": "lack memory",
     "gpu": "lack free GPUs",
+    "nic": "lack an RDMA NIC with the requested bandwidth free",
     "power": "would push a power domain's predicted peak over its budget",
 }
 
 
 def explain_rejection(snapshot: ClusterSnapshot, pod: Pod, result: FilterResult) -> str:
     """A one-line reason why no node fits, e.g. '0/1213 nodes fit (...): 700 lack CPU'."""
-    counts = [
-        f"{count} {_REJECTION_WORDS[name]}" for name, count in result.rejected_by.items() if count
-    ]
+    words = dict(_REJECTION_WORDS)
+    words["nic"] = f"lack an RDMA NIC with {pod.rdma_percent}% of its bandwidth free"
+    words["excluded"] = "are excluded by a placement constraint (e.g. an instances-per-node limit)"
+    counts = [f"{count} {words[name]}" for name, count in result.rejected_by.items() if count]
     detail = "; ".join(counts) if counts else "the cluster has no nodes"
     return f"0/{snapshot.node_count} nodes fit pod {pod.name} ({describe_request(pod)}): {detail}"

@@ -134,7 +134,9 @@ def place_gang(
     if pods % unit:
         unit = 1
     free_gpus = (snapshot.gpu_present & (snapshot.gpu_free_milli >= MILLI_PER_GPU)).sum(axis=1)
-    tree = DomainTree.build(topology, slots // unit, free_gpus, snapshot.gpu_count)
+    tree = DomainTree.build(
+        topology, slots // unit, free_gpus, snapshot.gpu_count, gpus_per_unit=pod.num_gpu * unit
+    )
 
     def ranks_of(counts: NodeCounts) -> tuple[IntArray, IntArray, list[tuple[int, ...]]]:
         return _rank_gpus(snapshot, topology, counts, pod, unit)
@@ -144,7 +146,8 @@ def place_gang(
         model = step_model
 
         def step_time_of(counts: NodeCounts) -> float:
-            nodes, gpus, _ = ranks_of(counts)
+            in_pods = NodeCounts(counts.nodes, tuple(n * unit for n in counts.pods))
+            nodes, gpus, _ = ranks_of(in_pods)
             return model.step_s(nodes, gpus)
 
     choice = placer.choose(tree, pods // unit, required_level, preferred_level, step_time_of)

@@ -13,18 +13,20 @@ class Statement:
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self._snapshot = snapshot
-        self._allocations: list[tuple[int, Pod, tuple[int, ...]]] = []
+        self._allocations: list[tuple[int, Pod, tuple[int, ...], tuple[int, ...]]] = []
 
-    def allocate(self, node: int, pod: Pod, gpu_indices: Sequence[int]) -> None:
-        """Allocate on the snapshot now; remember it for a possible rollback."""
-        self._snapshot.allocate(node, pod, gpu_indices)
-        self._allocations.append((node, pod, tuple(gpu_indices)))
+    def allocate(
+        self, node: int, pod: Pod, gpu_indices: Sequence[int], nic_indices: Sequence[int] = ()
+    ) -> None:
+        """Allocate on the snapshot now (GPUs and NICs); remember it for a possible rollback."""
+        self._snapshot.allocate(node, pod, gpu_indices, nic_indices)
+        self._allocations.append((node, pod, tuple(gpu_indices), tuple(nic_indices)))
 
     def rollback(self) -> None:
-        """Undo every allocation of this statement, newest first."""
+        """Undo every allocation of this statement (NIC shares included), newest first."""
         while self._allocations:
-            node, pod, gpus = self._allocations.pop()
-            self._snapshot.release(node, pod, gpus)
+            node, pod, gpus, nics = self._allocations.pop()
+            self._snapshot.release(node, pod, gpus, nics)
 
     def commit(self) -> None:
         """Keep the allocations; the statement forgets them."""
@@ -33,4 +35,4 @@ class Statement:
     @property
     def touched_nodes(self) -> list[int]:
         """Nodes changed by the allocations not yet committed or rolled back."""
-        return [node for node, _, _ in self._allocations]
+        return [node for node, _, _, _ in self._allocations]

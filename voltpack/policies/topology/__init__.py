@@ -1,1 +1,1 @@
-"""Topology-aware gang placement policies: voltpack's step-time placement and the Kueue/KAI baselines."""
+"""Topology-aware gang placement: voltpack's step-time placement and the Kueue/KAI baselines."""

@@ -49,7 +49,7 @@ def place_by_step_time(
     domains to that level or deeper; `preferred_level` restricts to it when something fits.
     """
     highest = required_level if required_level is not None else 0
-    candidates = _candidates(tree, units, highest)
+    candidates = _candidates(tree, units, highest, allow_root=required_level is None)
     if not candidates:
         return _no_fit_reason(tree, units, required_level)
     if preferred_level is not None:
@@ -67,7 +67,7 @@ def place_by_step_time(
     return chosen, candidates
 
 
-def _candidates(tree: DomainTree, units: int, highest: int) -> list[Candidate]:
+def _candidates(tree: DomainTree, units: int, highest: int, allow_root: bool) -> list[Candidate]:
     topology = tree.topology
     found: list[Candidate] = []
     host = topology.level_count
@@ -84,6 +84,12 @@ def _candidates(tree: DomainTree, units: int, highest: int) -> list[Candidate]:
             pods: list[int] = []
             _fill(tree, level, int(domain), units, rows, pods)
             found.append(Candidate(level, int(domain), NodeCounts(tuple(rows), tuple(pods))))
+    spans_top = allow_root and not any(c.level == 0 for c in found)
+    if spans_top and topology.level_count and int(tree.capacity[0].sum()) >= units:
+        # across top-level domains: the whole cluster is the last candidate
+        rows, pods = [], []
+        _fill(tree, -1, 0, units, rows, pods)
+        found.append(Candidate(-1, 0, NodeCounts(tuple(rows), tuple(pods))))
     return found
 
 
@@ -117,7 +123,10 @@ def _fill(
 ) -> None:
     """Place `need` units inside one domain: fewest children, largest first, last tightest."""
     topology = tree.topology
-    children = tree.children(level, domain)
+    if level < 0:  # the whole cluster: its children are the top-level domains
+        children = np.arange(topology.domain_count(0), dtype=np.int64)
+    else:
+        children = tree.children(level, domain)
     at_hosts = level + 1 >= topology.level_count
     room = tree.slots[children] if at_hosts else tree.capacity[level + 1][children]
     useful = room > 0

@@ -1,0 +1,336 @@
+"""Topology-aware placement of training jobs: job completion times on a cluster with a network.
+
+Every policy replays the same job trace on the same cluster with the same FIFO queue (see
+`voltpack/sim/topology_training.py`); only where gangs go differs, and a job runs its steps at
+the step time predicted for the placement it got. Policies: pod-by-pod best-fit and fgd
+(topology-unaware), Kueue's and KAI's label-only topology placement (preferring the lowest
+level, a leaf switch), and voltpack's step-time-aware placement. Then `optimality`: voltpack's
+(and every policy's) predicted step time against the exact optimum on random 16-node clusters
+cut from the same topology.
+
+Usage:
+  python benchmarks/topology_training.py                      # Lingjun topology, generated trace
+  python benchmarks/topology_training.py --topology topo.csv --trace jobs.csv --out /tmp/results
+  python benchmarks/topology_training.py --jobs 2000 --load 0.8 --processes 2
+
+The trace CSV is `job_id,arrival_s,num_gpus,model,steps` (voltpack/sim/traces/training_jobs.py);
+the topology is a CSV of host then switch levels, top first (Lingjun's `topo.csv` format), with
+its levels' oversubscription and host layout from `--topology-spec` (default: `topology.yaml`
+beside the CSV when there is one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _common import RESULTS_DIR, machine, save
+
+from voltpack.model.domain_tree import DomainTree, NodeCounts
+from voltpack.model.gpu_sku import default_catalog
+from voltpack.model.topology import ClusterTopology
+from voltpack.perf.training_models import default_parallelism
+from voltpack.policies.topology import placers
+from voltpack.policies.topology.kai import kai_topology
+from voltpack.policies.topology.kueue import kueue_best_fit
+from voltpack.policies.topology.step_model import gang_step_model
+from voltpack.sim.datasets import data_dir
+from voltpack.sim.topology_training import (
+    PlacementPolicy,
+    SimConfig,
+    optimality_study,
+    simulate_all,
+)
+from voltpack.sim.traces.gavel_generator import load_philly_distribution
+from voltpack.sim.traces.topology_files import load_csv_topology, read_topology_spec
+from voltpack.sim.traces.training_jobs import (
+    DEFAULT_MAX_DURATION_S,
+    PhillyJobsConfig,
+    TrainingJob,
+    generate_philly_jobs,
+    load_training_jobs,
+    offered_load,
+    write_training_jobs,
+)
+
+NAME = "topology_training"
+LINGJUN = "alibaba-lingjun-2023"
+
+
+@dataclass(frozen=True)
+class _KueueFallback:
+    """Kueue's BestFit TAS behind the placer interface (until placers.py provides one)."""
+
+    name: str = "kueue"
+    keeps_groups_whole: bool = False
+
+    def choose(
+        self,
+        tree: DomainTree,
+        units: int,
+        required_level: int | None,
+        preferred_level: int | None,
+        step_time_of: Any,
+    ) -> NodeCounts | str:
+        del step_time_of
+        return kueue_best_fit(tree, units, required_level, preferred_level)
+
+
+@dataclass(frozen=True)
+class _KaiFallback:
+    """KAI's topology placement behind the placer interface (until placers.py provides one)."""
+
+    name: str = "kai"
+    keeps_groups_whole: bool = False
+    gpus_per_pod: int = 8
+
+    def choose(
+        self,
+        tree: DomainTree,
+        units: int,
+        required_level: int | None,
+        preferred_level: int | None,
+        step_time_of: Any,
+    ) -> NodeCounts | str:
+        del step_time_of
+        return kai_topology(
+            tree, units, required_level, preferred_level, gpus_per_pod=self.gpus_per_pod
+        )
+
+
+@dataclass
+class _Notes:
+    lines: list[str] = field(default_factory=list)
+
+
+def label_only_placers(gpus_per_node: int, notes: _Notes) -> dict[str, Any]:
+    """Kueue's and KAI's placers from placers.py, or the fallbacks above."""
+    found: dict[str, Any] = {}
+    for name, class_name in (("kueue", "KueuePlacer"), ("kai", "KaiPlacer")):
+        cls = getattr(placers, class_name, None)
+        if cls is not None:
+            found[name] = cls()
+        else:
+            notes.lines.append(f"{class_name} not in placers.py: used the benchmark's adapter")
+            found[name] = (
+                _KueueFallback() if name == "kueue" else _KaiFallback(gpus_per_pod=gpus_per_node)
+            )
+    return found
+
+
+def make_policies(topology: ClusterTopology, wanted: list[str], notes: _Notes) -> list[Any]:
+    """The policies to compare, in the table's order."""
+    leaf = topology.levels[-1].node_label
+    per_node = max((host.gpu_count for host in topology.hosts), default=8) or 8
+    label_only = label_only_placers(per_node, notes)
+    every = {
+        "best-fit": PlacementPolicy("best-fit", strategy="best-fit"),
+        "fgd": PlacementPolicy("fgd", strategy="fgd"),
+        "kueue": PlacementPolicy("kueue", placer=label_only["kueue"], preferred_level=leaf),
+        "kai": PlacementPolicy("kai", placer=label_only["kai"], preferred_level=leaf),
+        "voltpack": PlacementPolicy("voltpack", placer=placers.StepTimePlacer()),
+    }
+    unknown = [name for name in wanted if name not in every]
+    if unknown:
+        raise SystemExit(f"--policies: unknown {unknown}; known: {', '.join(every)}")
+    return [every[name] for name in wanted]
+
+
+def load_topology(args: argparse.Namespace) -> tuple[ClusterTopology, dict[str, Any]]:
+    csv_path: Path = args.topology
+    spec_path: Path | None = args.topology_spec
+    if spec_path is None and (csv_path.parent / "topology.yaml").is_file():
+        spec_path = csv_path.parent / "topology.yaml"
+    spec = read_topology_spec(spec_path) if spec_path is not None else None
+    topology = load_csv_topology(csv_path, spec, args.gpus_per_host)
+    info = {
+        "file": str(csv_path),
+        "spec": str(spec_path) if spec_path else None,
+        "nodes": topology.node_count,
+        "gpus": int(sum(host.gpu_count for host in topology.hosts)),
+        "levels": [
+            {
+                "label": level.node_label,
+                "domains": topology.domain_count(i),
+                "oversubscription": level.oversubscription,
+            }
+            for i, level in enumerate(topology.levels)
+        ],
+    }
+    return topology, info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    lingjun = data_dir() / LINGJUN
+    parser.add_argument("--topology", type=Path, default=lingjun / "topo.csv")
+    parser.add_argument("--topology-spec", type=Path, default=None, help="Topology YAML")
+    parser.add_argument("--gpus-per-host", type=int, default=8)
+    parser.add_argument("--trace", type=Path, default=None, help="job CSV (default: generated)")
+    parser.add_argument("--jobs", type=int, default=6000, help="generated trace: jobs")
+    parser.add_argument("--load", type=float, default=0.9, help="generated trace: offered load")
+    parser.add_argument("--gpu-scale", type=int, default=8, help="generated: x Philly GPUs")
+    parser.add_argument(
+        "--max-duration-s",
+        type=float,
+        default=DEFAULT_MAX_DURATION_S,
+        help="generated: truncate Philly durations (0: keep them)",
+    )
+    parser.add_argument("--save-trace", type=Path, default=None, help="write the trace here")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gpu", default="A100-80GB", help="GPU SKU of every host")
+    parser.add_argument("--policies", default="best-fit,fgd,kueue,kai,voltpack")
+    parser.add_argument("--processes", type=int, default=1, help="policies run in parallel")
+    parser.add_argument("--optimality-instances", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    notes = _Notes()
+    topology, topology_info = load_topology(args)
+    sku = default_catalog().get(args.gpu)
+    cluster_gpus = topology_info["gpus"]
+
+    def ideal_s(model: Any, gpus: int) -> float:
+        return gang_step_model(topology, model, default_parallelism(model, gpus), sku).ideal_s()
+
+    if args.trace is not None:
+        jobs: list[TrainingJob] = load_training_jobs(args.trace)
+        trace_info: dict[str, Any] = {"file": str(args.trace)}
+    else:
+        config = PhillyJobsConfig(
+            num_jobs=args.jobs,
+            seed=args.seed,
+            target_load=args.load,
+            gpu_scale=args.gpu_scale,
+            max_duration_s=args.max_duration_s or None,
+        )
+        philly = load_philly_distribution(data_dir() / "gavel" / "philly_job_distribution.csv")
+        jobs = generate_philly_jobs(philly, config, cluster_gpus, ideal_s)
+        trace_info = {
+            "generated": "philly",
+            "target_load": args.load,
+            "gpu_scale": args.gpu_scale,
+            "max_duration_s": config.max_duration_s,
+            "seed": args.seed,
+        }
+    if args.save_trace is not None:
+        write_training_jobs(args.save_trace, jobs)
+    trace_info.update(
+        jobs=len(jobs),
+        offered_load=offered_load(jobs, cluster_gpus, ideal_s),
+        arrival_span_s=max(j.arrival_s for j in jobs) - min(j.arrival_s for j in jobs),
+        gpus=sorted({j.num_gpus for j in jobs}),
+        models=sorted({j.model for j in jobs}),
+    )
+    policies = make_policies(topology, [p.strip() for p in args.policies.split(",")], notes)
+
+    sim_started = time.perf_counter()
+    results = simulate_all(
+        topology, jobs, policies, SimConfig(sku=sku, seed=args.seed), args.processes
+    )
+    sim_s = time.perf_counter() - sim_started
+    rows = [result.summary() for result in results]
+    for row, result in zip(rows, results, strict=True):
+        last_arrival = max(j.arrival_s for j in jobs)
+        busy = sum(
+            r.num_gpus * max(0.0, min(r.end_s, last_arrival) - min(r.start_s, last_arrival))
+            for r in result.records
+        )
+        row["gpu_utilization_while_arriving"] = (
+            busy / (cluster_gpus * last_arrival) if last_arrival > 0 else None
+        )
+
+    opt_started = time.perf_counter()
+    study = optimality_study(
+        topology, policies, sku, instances=args.optimality_instances, seed=args.seed
+    )
+    optimality = study.summary("voltpack")
+    opt_s = time.perf_counter() - opt_started
+
+    figures = {
+        "topology": topology_info,
+        "gpu": sku.name,
+        "trace": trace_info,
+        "policies": rows,
+        "optimality": optimality,
+        "timing": {
+            "simulation_s": sim_s,
+            "optimality_s": opt_s,
+            "total_s": time.perf_counter() - started,
+            "processes": args.processes,
+        },
+        "notes": notes.lines,
+    }
+    markdown = render(figures)
+    if args.out.resolve() == RESULTS_DIR.resolve():
+        save(NAME, figures, markdown)
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+        document = {"benchmark": NAME, "machine": machine(), **figures}
+        (args.out / f"{NAME}.json").write_text(json.dumps(document, indent=1) + "\n")
+        (args.out / f"{NAME}.md").write_text(markdown)
+        print(markdown)
+
+
+def _hours(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def render(figures: dict[str, Any]) -> str:
+    """The Markdown report."""
+    topo, trace = figures["topology"], figures["trace"]
+    levels = ", ".join(f"{lv['label']} {lv['oversubscription']:g}:1" for lv in topo["levels"])
+    lines = [
+        "# Topology-aware training placement",
+        "",
+        f"Cluster: {topo['file']} ({topo['nodes']} hosts, {topo['gpus']} {figures['gpu']} GPUs; "
+        f"oversubscription {levels}). Trace: {trace['jobs']} jobs, offered load "
+        f"{trace['offered_load']:.2f} at ideal step times, over "
+        f"{trace['arrival_span_s'] / 86400:.1f} days; GPUs per job {trace['gpus']}.",
+        "",
+        "| policy | avg JCT (h) | p99 JCT (h) | avg step slowdown | max step slowdown | "
+        "GPU util. | util. while arriving | avg queue (h) | multi-node jobs | unplaced |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in figures["policies"]:
+        util = row.get("gpu_utilization_while_arriving")
+        lines.append(
+            f"| {row['policy']} | {_hours(row['avg_jct_s'])} | {_hours(row['p99_jct_s'])} | "
+            f"{row['avg_step_slowdown']:.4f} | {row['max_step_slowdown']:.4f} | "
+            f"{row['gpu_utilization']:.3f} | {'-' if util is None else f'{util:.3f}'} | "
+            f"{_hours(row['avg_queue_s'])} | {row['multi_node_jobs']} | {row['unplaced']} |"
+        )
+    opt = figures["optimality"]
+    lines += [
+        "",
+        f"Optimality ({opt['instances']} random {16}-host instances, predicted step time over "
+        "the exact optimum):",
+        "",
+        "| policy | instances | max gap % | mean gap % | optimal share | below optimum |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, item in opt["per_policy"].items():
+        if not item["instances"]:
+            continue
+        lines.append(
+            f"| {name} | {item['instances']} | {item['max_gap_pct']:.2f} | "
+            f"{item['mean_gap_pct']:.2f} | {item['optimal_share']:.2f} | "
+            f"{item['below_optimum']} |"
+        )
+    timing = figures["timing"]
+    lines += [
+        "",
+        f"Simulation {timing['simulation_s']:.0f} s ({timing['processes']} process(es)), "
+        f"optimality {timing['optimality_s']:.0f} s, total {timing['total_s']:.0f} s.",
+    ]
+    lines += [f"Note: {note}" for note in figures["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

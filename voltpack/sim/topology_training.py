@@ -1,0 +1,641 @@
+"""Event-driven simulation of a training cluster with a network topology.
+
+Jobs (`voltpack.sim.traces.training_jobs.TrainingJob`) arrive, wait in one queue, run on a
+placement, and leave. What the placement costs is the point: a job's run time is its steps times
+the predicted step time (`voltpack.policies.topology.step_model`) of the placement it actually
+got, so a job spread over oversubscribed uplinks runs longer and holds its GPUs longer.
+
+Mechanics, the same for every placement policy so that only placement differs:
+
+- **Queue.** Strict FIFO by arrival (no backfill): at every arrival and completion the head of
+  the queue is tried, then the next, until one does not fit; it waits at the head. A job that
+  does not fit even when nothing else runs can never run; it is counted as `unplaced` and
+  dropped.
+- **Gang layout.** A job of n GPUs is a gang of identical pods of `pod_gpus(n)` GPUs each:
+  the largest divisor of n not above the GPUs per node (`min(n, gpus_per_node)` whenever n is
+  below it or a multiple of it: one pod per node's worth, the common PyTorchJob layout).
+  `SimConfig.pod_gpus` fixes a size instead. Pods ask for GPUs only (no CPU or memory).
+- **Placement.** A policy is either a gang placer (`voltpack.scheduler.gang_topology.place_gang`
+  with a `TopologyPlacer`: voltpack's step-time placement, Kueue's or KAI's label-only
+  topology placement) or a scoring strategy placing the gang pod by pod
+  (`voltpack.scheduler.cycle.Scheduler.schedule_group`: best-fit, fgd), whose rank order is
+  the pod order (`ranks_from_placements`). Both are all-or-nothing.
+- **Completion.** At start + steps x step time, every pod's GPUs are released.
+
+Metrics per policy (`PolicyResult`): average and 99th-percentile job completion time (arrival
+to completion), average step slowdown (predicted step time over the ideal placement's),
+GPU utilization (busy GPU-seconds over the cluster's GPU-seconds from time 0 to the last
+completion), and average queueing time (arrival to start).
+
+Also here: `optimality_study`, the benchmark's check of voltpack's placement against the exact
+optimum (`voltpack.policies.topology.exact`) on many small random clusters cut from a topology.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+import numpy as np
+
+from voltpack.model.cluster import MILLI_PER_GPU, Node
+from voltpack.model.decision import Placement
+from voltpack.model.errors import InvalidRequestError
+from voltpack.model.gpu_sku import GpuSku
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.topology import ClusterTopology
+from voltpack.model.workload import Pod, PodGroup
+from voltpack.perf.training_models import (
+    TrainingModel,
+    TrainingModelCatalog,
+    default_parallelism,
+    default_training_models,
+)
+from voltpack.policies.registry import make_strategy
+from voltpack.policies.topology.exact import ExactPlacer
+from voltpack.policies.topology.placers import StepTimePlacer
+from voltpack.policies.topology.step_model import (
+    TopologyStepModel,
+    gang_step_model,
+    ranks_from_placements,
+)
+from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.gang_topology import TopologyPlacer, place_gang
+from voltpack.sim.traces.training_jobs import MODEL_BY_GPUS, TrainingJob, model_for_gpus
+
+NODE_CPU_MILLI = 1_000_000
+NODE_MEMORY_MIB = 10_000_000
+"""Nodes get ample CPU and memory: the simulation is about GPUs and the network."""
+
+
+@dataclass(frozen=True)
+class PlacementPolicy:
+    """One policy under comparison: a gang placer, or a pod-by-pod scoring strategy."""
+
+    name: str
+    placer: TopologyPlacer | None = None
+    strategy: str | None = None
+    strategy_params: Mapping[str, Any] | None = None
+    required_level: str | None = None
+    """A level's node label or name the whole gang must share a domain of (gang placers)."""
+    preferred_level: str | None = None
+    """A level the gang should fit in when it can (gang placers)."""
+
+    def __post_init__(self) -> None:
+        if (self.placer is None) == (self.strategy is None):
+            raise InvalidRequestError(
+                f"policy {self.name}: give exactly one of placer (gang) or strategy (pod by pod)"
+            )
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What every policy's run shares."""
+
+    sku: GpuSku
+    seed: int = 0
+    pod_gpus: int | None = None
+    """GPUs per pod; None: the largest divisor of the job's GPUs not above GPUs per node."""
+    catalog: TrainingModelCatalog | None = None
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What happened to one job."""
+
+    job_id: str
+    num_gpus: int
+    model: str
+    arrival_s: float
+    start_s: float
+    end_s: float
+    step_s: float
+    ideal_s: float
+    nodes: int
+
+
+@dataclass
+class PolicyResult:
+    """One policy's run: per-job records and the summary metrics."""
+
+    policy: str
+    records: list[JobRecord]
+    unplaced: list[str]
+    total_gpus: int
+    wall_s: float = 0.0
+    attempts: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        """The figures of the benchmark's JSON."""
+        if not self.records:
+            return {
+                "policy": self.policy,
+                "jobs": 0,
+                "unplaced": len(self.unplaced),
+                "avg_jct_s": None,
+                "p99_jct_s": None,
+                "avg_step_slowdown": None,
+                "gpu_utilization": None,
+                "avg_queue_s": None,
+            }
+        arrival = np.array([r.arrival_s for r in self.records])
+        start = np.array([r.start_s for r in self.records])
+        end = np.array([r.end_s for r in self.records])
+        gpus = np.array([r.num_gpus for r in self.records], dtype=np.float64)
+        slowdown = np.array([r.step_s / r.ideal_s for r in self.records])
+        jct = end - arrival
+        makespan = float(end.max())
+        busy = float((gpus * (end - start)).sum())
+        return {
+            "policy": self.policy,
+            "jobs": len(self.records),
+            "unplaced": len(self.unplaced),
+            "avg_jct_s": float(jct.mean()),
+            "p99_jct_s": float(np.percentile(jct, 99)),
+            "avg_step_slowdown": float(slowdown.mean()),
+            "max_step_slowdown": float(slowdown.max()),
+            "gpu_utilization": busy / (self.total_gpus * makespan) if makespan > 0 else 0.0,
+            "avg_queue_s": float((start - arrival).mean()),
+            "multi_node_jobs": int(sum(1 for r in self.records if r.nodes > 1)),
+            "makespan_s": makespan,
+            "wall_s": self.wall_s,
+            "placement_attempts": self.attempts,
+        }
+
+
+def cluster_snapshot(topology: ClusterTopology, gpu_model: str) -> ClusterSnapshot:
+    """An idle cluster: one node per topology node, its GPUs and host layout, in its order."""
+    nodes = [
+        Node.empty(
+            name,
+            NODE_CPU_MILLI,
+            NODE_MEMORY_MIB,
+            host.gpu_count,
+            gpu_model,
+            layout=host if host.gpu_count else None,
+        )
+        for name, host in zip(topology.node_names, topology.hosts, strict=True)
+    ]
+    return ClusterSnapshot.from_nodes(nodes)
+
+
+def pod_gpus_for(num_gpus: int, gpus_per_node: int, fixed: int | None = None) -> int:
+    """GPUs per pod of a job's gang (see the module docstring)."""
+    if fixed is not None:
+        if fixed < 1 or num_gpus % fixed:
+            raise InvalidRequestError(f"pod_gpus={fixed} must divide the job's {num_gpus} GPUs")
+        return fixed
+    size = min(num_gpus, max(1, gpus_per_node))
+    while num_gpus % size:
+        size -= 1
+    return size
+
+
+def job_gang(job: TrainingJob, pod_gpus: int) -> PodGroup:
+    """The job's pods, all-or-nothing."""
+    count = job.num_gpus // pod_gpus
+    pods = tuple(
+        Pod(
+            name=f"{job.job_id}-{i}",
+            cpu_milli=0,
+            memory_mib=0,
+            num_gpu=pod_gpus,
+            gpu_milli=MILLI_PER_GPU,
+        )
+        for i in range(count)
+    )
+    return PodGroup(name=job.job_id, pods=pods, min_member=count)
+
+
+@dataclass
+class _Running:
+    allocations: list[tuple[int, Pod, tuple[int, ...]]] = field(default_factory=list)
+
+
+class _Runner:
+    """One policy's run over one trace."""
+
+    def __init__(
+        self,
+        topology: ClusterTopology,
+        policy: PlacementPolicy,
+        config: SimConfig,
+    ) -> None:
+        self.topology = topology
+        self.policy = policy
+        self.config = config
+        self.catalog = config.catalog or default_training_models()
+        self.snapshot = cluster_snapshot(topology, config.sku.name)
+        self.gpus_per_node = int(self.snapshot.gpu_count.max(initial=0))
+        self.rng = np.random.default_rng(config.seed)
+        self.scheduler: Scheduler | None = None
+        if policy.strategy is not None:
+            strategy = make_strategy(policy.strategy, policy.strategy_params)
+            self.scheduler = Scheduler.with_random_ranks(
+                strategy, self.snapshot.node_count, self.rng
+            )
+        self.required = (
+            topology.level_index(policy.required_level) if policy.required_level else None
+        )
+        self.preferred = (
+            topology.level_index(policy.preferred_level) if policy.preferred_level else None
+        )
+        self.step_models: dict[tuple[str, int], TopologyStepModel] = {}
+        self.attempts = 0
+
+    def step_model(self, model: TrainingModel, num_gpus: int) -> TopologyStepModel:
+        key = (model.name, num_gpus)
+        if key not in self.step_models:
+            parallelism = default_parallelism(model, num_gpus)
+            self.step_models[key] = gang_step_model(
+                self.topology, model, parallelism, self.config.sku
+            )
+        return self.step_models[key]
+
+    def try_place(
+        self, job: TrainingJob, group: PodGroup
+    ) -> tuple[float, float, list[tuple[int, Pod, tuple[int, ...]]]] | None:
+        """(step s, ideal s, allocations) of the job placed now, or None."""
+        pod = group.pods[0]
+        free = (self.snapshot.gpu_free_milli >= MILLI_PER_GPU).sum(axis=1)
+        if int((free // pod.num_gpu).sum()) < len(group.pods):
+            return None  # not enough room for the pods anywhere: no policy can place it
+        self.attempts += 1
+        model = self.catalog.get(job.model)
+        step_model = self.step_model(model, job.num_gpus)
+        by_name = {p.name: p for p in group.pods}
+        if self.scheduler is not None:
+            decision = self.scheduler.schedule_group(self.snapshot, group, self.rng)
+            if not decision.placed:
+                return None
+            nodes, gpus = ranks_from_placements(self.snapshot, decision.placements)
+            step_s = float(step_model.step_s(nodes, gpus))
+        else:
+            assert self.policy.placer is not None
+            outcome = place_gang(
+                self.snapshot,
+                self.topology,
+                group,
+                self.policy.placer,
+                tensor_parallel=default_parallelism(model, job.num_gpus).tensor,
+                required_level=self.required,
+                preferred_level=self.preferred,
+                step_model=step_model,
+            )
+            decision = outcome.decision
+            if not decision.placed or outcome.step_s is None:
+                return None
+            step_s = float(outcome.step_s)
+        return step_s, float(step_model.ideal_s()), self._allocations(decision.placements, by_name)
+
+    def _allocations(
+        self, placements: Sequence[Placement], pods: Mapping[str, Pod]
+    ) -> list[tuple[int, Pod, tuple[int, ...]]]:
+        return [
+            (self.snapshot.node_index(p.node), pods[p.pod], tuple(p.gpu_indices))
+            for p in placements
+        ]
+
+    def observe(self, group: PodGroup) -> None:
+        if self.scheduler is not None:
+            for pod in group.pods:
+                self.scheduler.observe_arrival(pod)
+
+    def run(self, jobs: Sequence[TrainingJob]) -> PolicyResult:
+        started = time.perf_counter()
+        order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
+        events: list[tuple[float, int, int, int]] = []  # (time, kind, sequence, job)
+        for sequence, index in enumerate(order):
+            heapq.heappush(events, (jobs[index].arrival_s, 1, sequence, index))
+        sequence = len(order)
+        queue: deque[int] = deque()
+        groups: dict[int, PodGroup] = {}
+        running: dict[int, list[tuple[int, Pod, tuple[int, ...]]]] = {}
+        starts: dict[int, tuple[float, float, float, int]] = {}
+        records: list[JobRecord] = []
+        unplaced: list[str] = []
+        while events:
+            now = events[0][0]
+            while events and events[0][0] == now:
+                _, kind, _, index = heapq.heappop(events)
+                if kind == 0:  # completion: free the GPUs
+                    for node, pod, gpus in running.pop(index):
+                        self.snapshot.release(node, pod, gpus)
+                    start_s, step_s, ideal_s, nodes = starts.pop(index)
+                    job = jobs[index]
+                    records.append(
+                        JobRecord(
+                            job.job_id,
+                            job.num_gpus,
+                            job.model,
+                            job.arrival_s,
+                            start_s,
+                            now,
+                            step_s,
+                            ideal_s,
+                            nodes,
+                        )
+                    )
+                else:
+                    job = jobs[index]
+                    size = pod_gpus_for(job.num_gpus, self.gpus_per_node, self.config.pod_gpus)
+                    groups[index] = job_gang(job, size)
+                    self.observe(groups[index])
+                    queue.append(index)
+            while queue:
+                index = queue[0]
+                placed = self.try_place(jobs[index], groups[index])
+                if placed is None:
+                    if running:
+                        break
+                    unplaced.append(jobs[index].job_id)  # cannot run even on an empty cluster
+                    queue.popleft()
+                    del groups[index]
+                    continue
+                queue.popleft()
+                del groups[index]
+                step_s, ideal_s, allocations = placed
+                running[index] = allocations
+                nodes = len({node for node, _, _ in allocations})
+                starts[index] = (now, step_s, ideal_s, nodes)
+                end_s = now + jobs[index].steps * step_s
+                heapq.heappush(events, (end_s, 0, sequence, index))
+                sequence += 1
+        records.sort(key=lambda r: (r.arrival_s, r.job_id))
+        return PolicyResult(
+            policy=self.policy.name,
+            records=records,
+            unplaced=unplaced,
+            total_gpus=int(self.snapshot.gpu_count.sum()),
+            wall_s=time.perf_counter() - started,
+            attempts=self.attempts,
+        )
+
+
+def simulate(
+    topology: ClusterTopology,
+    jobs: Sequence[TrainingJob],
+    policy: PlacementPolicy,
+    config: SimConfig,
+) -> PolicyResult:
+    """Run one policy over the jobs on an idle cluster of `topology`; deterministic in seed."""
+    return _Runner(topology, policy, config).run(jobs)
+
+
+def _simulate_args(
+    args: tuple[ClusterTopology, list[TrainingJob], PlacementPolicy, SimConfig],
+) -> PolicyResult:
+    return simulate(*args)
+
+
+def simulate_all(
+    topology: ClusterTopology,
+    jobs: Sequence[TrainingJob],
+    policies: Sequence[PlacementPolicy],
+    config: SimConfig,
+    processes: int = 1,
+) -> list[PolicyResult]:
+    """Every policy on the same trace, in the policies' order; `processes` > 1 runs them in
+    that many worker processes (same results as one process)."""
+    work = [(topology, list(jobs), policy, config) for policy in policies]
+    if processes <= 1 or len(policies) <= 1:
+        return [_simulate_args(item) for item in work]
+    with ProcessPoolExecutor(
+        max_workers=min(processes, len(policies)), mp_context=get_context("spawn")
+    ) as pool:
+        return list(pool.map(_simulate_args, work))
+
+
+# --- optimality: heuristics against the exact optimum on small clusters -------------------
+
+
+@dataclass(frozen=True)
+class OptimalityInstance:
+    """One small instance: the policy's and the optimum's predicted step times."""
+
+    nodes: int
+    num_gpus: int
+    model: str
+    pod_gpus: int
+    exact_step_s: float
+    step_s: dict[str, float | None]
+
+
+@dataclass
+class OptimalityResult:
+    """Gaps of each policy's step time over the exact optimum, in percent.
+
+    The optimum is over how many units go to each node, with ranks in topology order and GPUs
+    chosen by the mechanism (`voltpack.policies.topology.exact`). A pod-by-pod policy orders
+    its ranks by pod instead, so it can land below that optimum (`below_optimum`); a gang
+    placer using the same mechanism cannot, up to the order of ranks between domains.
+    """
+
+    instances: list[OptimalityInstance]
+    skipped: int
+    wall_s: float
+
+    def gaps_pct(self, policy: str) -> list[float]:
+        """Per instance where the policy placed the gang: 100 x (its step / optimum - 1)."""
+        gaps = []
+        for item in self.instances:
+            step = item.step_s.get(policy)
+            if step is not None:
+                gaps.append(100.0 * (step / item.exact_step_s - 1.0))
+        return gaps
+
+    def summary(self, main_policy: str) -> dict[str, Any]:
+        """The `optimality` section: the main policy's gaps, and every policy's."""
+        policies = sorted({name for item in self.instances for name in item.step_s})
+        per_policy = {}
+        for name in policies:
+            gaps = np.array(self.gaps_pct(name))
+            per_policy[name] = {
+                "instances": int(gaps.size),
+                "max_gap_pct": float(gaps.max()) if gaps.size else None,
+                "mean_gap_pct": float(gaps.mean()) if gaps.size else None,
+                "min_gap_pct": float(gaps.min()) if gaps.size else None,
+                "optimal_share": float((gaps <= 1e-9).mean()) if gaps.size else None,
+                "below_optimum": int((gaps < -1e-9).sum()),
+            }
+        main = per_policy.get(main_policy, {})
+        return {
+            "policy": main_policy,
+            "instances": main.get("instances", 0),
+            "max_gap_pct": main.get("max_gap_pct"),
+            "mean_gap_pct": main.get("mean_gap_pct"),
+            "optimal_share": main.get("optimal_share"),
+            "below_optimum": main.get("below_optimum", 0),
+            "skipped": self.skipped,
+            "wall_s": self.wall_s,
+            "per_policy": per_policy,
+        }
+
+
+GANG_SIZES_GPUS = (2, 4, 8, 16, 24, 32, 48, 64)
+
+
+def small_topology(
+    topology: ClusterTopology, rng: np.random.Generator, nodes: int = 16, leaves: int = 3
+) -> ClusterTopology:
+    """`nodes` hosts drawn from `leaves` random leaf domains (more leaves if those are too
+    small), in the big topology's order; the levels and host layouts are the big one's."""
+    leaf_level = topology.level_count - 1
+    leaf_of = topology.domain[leaf_level]
+    order = rng.permutation(topology.domain_count(leaf_level))
+    chosen: list[int] = []
+    for count, leaf in enumerate(order.tolist()):
+        if count >= leaves and len(chosen) >= nodes:
+            break
+        chosen.extend(np.flatnonzero(leaf_of == leaf).tolist())
+    rows = np.sort(rng.choice(np.array(chosen), size=min(nodes, len(chosen)), replace=False))
+    return topology.aligned_to([topology.node_names[int(r)] for r in rows])
+
+
+def _occupy(snapshot: ClusterSnapshot, rng: np.random.Generator) -> None:
+    """Random partial occupancy: per node, none (40%), all (25%) or some random GPUs busy."""
+    for node in range(snapshot.node_count):
+        count = int(snapshot.gpu_count[node])
+        draw = rng.random()
+        busy = 0 if draw < 0.4 else count if draw < 0.65 else int(rng.integers(1, count))
+        if busy == 0:
+            continue
+        gpus = sorted(rng.choice(count, size=busy, replace=False).tolist())
+        filler = Pod(
+            name=f"busy-{node}", cpu_milli=0, memory_mib=0, num_gpu=busy, gpu_milli=MILLI_PER_GPU
+        )
+        snapshot.allocate(node, filler, gpus)
+
+
+def optimality_study(
+    topology: ClusterTopology,
+    policies: Sequence[PlacementPolicy],
+    sku: GpuSku,
+    instances: int = 200,
+    seed: int = 0,
+    *,
+    nodes: int = 16,
+    model_by_gpus: Sequence[tuple[int, str]] = MODEL_BY_GPUS,
+    catalog: TrainingModelCatalog | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> OptimalityResult:
+    """Place one random gang on each of `instances` random small clusters with every policy
+    and with the exact search; record the predicted step times.
+
+    Clusters: `nodes` hosts from a few random leaves, random partial occupancy. Gangs: a size
+    from `GANG_SIZES_GPUS` that fits, its model from `model_by_gpus`, pods of the simulator's
+    layout or (half the time) of 4 GPUs when that divides the gang and holds whole
+    tensor-parallel groups.
+    """
+    started = time.perf_counter()
+    catalog = catalog or default_training_models()
+    rng = np.random.default_rng(seed)
+    exact = ExactPlacer()
+    found: list[OptimalityInstance] = []
+    skipped = 0
+    while len(found) < instances:
+        small = small_topology(topology, rng, nodes, leaves=int(rng.integers(2, 5)))
+        snapshot = cluster_snapshot(small, sku.name)
+        _occupy(snapshot, rng)
+        free = int((snapshot.gpu_free_milli >= MILLI_PER_GPU).sum())
+        sizes = [g for g in GANG_SIZES_GPUS if g <= free]
+        if not sizes:
+            skipped += 1
+            continue
+        num_gpus = int(rng.choice(sizes))
+        model = model_for_gpus(num_gpus, catalog, model_by_gpus)
+        parallelism = default_parallelism(model, num_gpus)
+        per_node = int(snapshot.gpu_count.max(initial=0))
+        size = pod_gpus_for(num_gpus, per_node)
+        if size > 4 and num_gpus % 4 == 0 and parallelism.tensor <= 4 and rng.random() < 0.5:
+            size = 4
+        job = TrainingJob("gang", 0.0, num_gpus, model.name, 1)
+        group = job_gang(job, size)
+        step_model = gang_step_model(small, model, parallelism, sku)
+        best = place_gang(
+            snapshot.copy(),
+            small,
+            group,
+            exact,
+            tensor_parallel=parallelism.tensor,
+            step_model=step_model,
+        )
+        if not best.decision.placed or best.step_s is None:
+            skipped += 1  # does not fit (or too big to search); draw another
+            continue
+        steps: dict[str, float | None] = {}
+        for policy in policies:
+            steps[policy.name] = _one_placement(
+                small, snapshot.copy(), group, policy, parallelism.tensor, step_model, rng
+            )
+        found.append(
+            OptimalityInstance(
+                nodes=small.node_count,
+                num_gpus=num_gpus,
+                model=model.name,
+                pod_gpus=size,
+                exact_step_s=float(best.step_s),
+                step_s=steps,
+            )
+        )
+        if progress is not None:
+            progress(len(found))
+    return OptimalityResult(found, skipped, time.perf_counter() - started)
+
+
+def _one_placement(
+    topology: ClusterTopology,
+    snapshot: ClusterSnapshot,
+    group: PodGroup,
+    policy: PlacementPolicy,
+    tensor_parallel: int,
+    step_model: TopologyStepModel,
+    rng: np.random.Generator,
+) -> float | None:
+    if policy.placer is not None:
+        outcome = place_gang(
+            snapshot,
+            topology,
+            group,
+            policy.placer,
+            tensor_parallel=tensor_parallel,
+            required_level=(
+                topology.level_index(policy.required_level) if policy.required_level else None
+            ),
+            preferred_level=(
+                topology.level_index(policy.preferred_level) if policy.preferred_level else None
+            ),
+            step_model=step_model,
+        )
+        return float(outcome.step_s) if outcome.decision.placed and outcome.step_s else None
+    assert policy.strategy is not None
+    strategy = make_strategy(policy.strategy, policy.strategy_params)
+    for pod in group.pods:
+        strategy.observe_arrival(pod)
+    scheduler = Scheduler.with_random_ranks(strategy, snapshot.node_count, rng)
+    decision = scheduler.schedule_group(snapshot, group, rng)
+    if not decision.placed:
+        return None
+    nodes, gpus = ranks_from_placements(snapshot, decision.placements)
+    return float(step_model.step_s(nodes, gpus))
+
+
+def default_policies(extra: Sequence[PlacementPolicy] = ()) -> list[PlacementPolicy]:
+    """Pod-by-pod best-fit and fgd, any label-only placers given, then voltpack's."""
+    return [
+        PlacementPolicy("best-fit", strategy="best-fit"),
+        PlacementPolicy("fgd", strategy="fgd"),
+        *extra,
+        PlacementPolicy("voltpack", placer=StepTimePlacer()),
+    ]
+
+
+def summaries(results: Sequence[PolicyResult]) -> list[dict[str, Any]]:
+    """Each result's summary, in order."""
+    return [result.summary() for result in results]
