@@ -285,6 +285,36 @@ def test_kai_preferred_above_required_is_rejected() -> None:
     assert isinstance(reason, str) and reason.startswith("topology constraint error")
 
 
+def test_kai_never_uses_nodes_without_slots_or_labels() -> None:
+    #        b1
+    #        r1
+    #   x1  x2  x3  x4(no rack label)
+    #    0   2   1   9
+    tree = tree_of(
+        [
+            ("x1", "b1", "r1", 0),
+            ("x2", "b1", "r1", 2),
+            ("x3", "b1", "r1", 1),
+            ("x4", "b1", None, 9),
+        ],
+        free=[0, 2, 1, 9],
+    )
+    assert placed(tree, kai_topology(tree, 3, RACK, None)) == [("x3", 1), ("x2", 2)]
+    assert isinstance(kai_topology(tree, 4, RACK, None), str)
+    # without a constraint KAI ignores the topology, labels or not
+    assert placed(tree, kai_topology(tree, 4, None, None)) == [("x3", 1), ("x2", 2), ("x4", 1)]
+
+
+def test_kai_starts_from_the_nodes_common_domain() -> None:
+    """KAI's quirk, kept: when every node shares a rack, KAI sizes only that rack's subtree, so
+    a job that requires a block finds none; with a preferred level it does."""
+    tree = tree_of([("x1", "b1", "r1", 2), ("x2", "b1", "r1", 2)])
+    reason = kai_topology(tree, 3, BLOCK, None)
+    assert isinstance(reason, str) and 'example.com/rack "b1.r1"' in reason
+    assert placed(tree, kai_topology(tree, 3, BLOCK, RACK)) == [("x1", 2), ("x2", 1)]
+    assert placed(tree, kai_topology(tree, 3, RACK, None)) == [("x1", 2), ("x2", 1)]
+
+
 # --- both --------------------------------------------------------------------------------------
 
 PROFILES: tuple[KueueProfile, ...] = (

@@ -24,6 +24,9 @@ plus the topology plugin's preferred-level score.
    higher for fewer free GPUs; ties by node name. A node keeps taking pods until its slots run
    out, so the order is fixed and each node is filled in turn.
 
+KAI starts from the lowest domain that all nodes share (down to the preferred level) and sizes
+only its subtree; a job with only a required level above that domain finds nothing. Kept.
+
 Without a required or preferred level KAI does not use the topology: the pods go to the whole
 cluster by bin-packing alone. With one, nodes missing a level's label are outside the topology
 and never used. The rank order returned is the order in which the pods were placed.
