@@ -26,10 +26,11 @@ def machine() -> dict[str, Any]:
     }
 
 
-def save(name: str, figures: dict[str, Any], markdown: str) -> None:
-    """Write `results/<name>.json` and `results/<name>.md`, and print the Markdown."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+def save(name: str, figures: dict[str, Any], markdown: str, directory: Path | None = None) -> None:
+    """Write `<directory>/<name>.json` and `.md` (default: `results/`), and print the Markdown."""
+    folder = RESULTS_DIR if directory is None else directory
+    folder.mkdir(parents=True, exist_ok=True)
     document = {"benchmark": name, "machine": machine(), **figures}
-    (RESULTS_DIR / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
-    (RESULTS_DIR / f"{name}.md").write_text(markdown)
+    (folder / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+    (folder / f"{name}.md").write_text(markdown)
     print(markdown)

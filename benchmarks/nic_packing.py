@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common
 from _common import save
 
 from voltpack.model.data_files import find_data_dir
@@ -201,10 +200,7 @@ def main(argv: list[str] | None = None) -> None:
             "stranded_gpu_reduction_pct": round(100 * reduction, 2),
             "met": joint["oversubscribed_nics"] == 0 and reduction >= STRANDED_GPU_TARGET,
         }
-    if args.out is not None:
-        # `save` writes into `_common.RESULTS_DIR`; --out points it elsewhere for this run.
-        _common.RESULTS_DIR = args.out
-    save(args.name, {"meta": meta, "rows": rows}, markdown(rows, meta))
+    save(args.name, {"meta": meta, "rows": rows}, markdown(rows, meta), args.out)
 
 
 if __name__ == "__main__":

@@ -22,21 +22,16 @@ beside the CSV when there is one).
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR, machine, save
+from _common import save
 
-from voltpack.model.domain_tree import DomainTree, NodeCounts
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.topology import ClusterTopology
 from voltpack.perf.training_models import default_parallelism
 from voltpack.policies.topology import placers
-from voltpack.policies.topology.kai import kai_topology
-from voltpack.policies.topology.kueue import kueue_best_fit
 from voltpack.policies.topology.step_model import gang_step_model
 from voltpack.sim.datasets import data_dir
 from voltpack.sim.topology_training import (
@@ -61,77 +56,14 @@ NAME = "topology_training"
 LINGJUN = "alibaba-lingjun-2023"
 
 
-@dataclass(frozen=True)
-class _KueueFallback:
-    """Kueue's BestFit TAS behind the placer interface (until placers.py provides one)."""
-
-    name: str = "kueue"
-    keeps_groups_whole: bool = False
-
-    def choose(
-        self,
-        tree: DomainTree,
-        units: int,
-        required_level: int | None,
-        preferred_level: int | None,
-        step_time_of: Any,
-    ) -> NodeCounts | str:
-        del step_time_of
-        return kueue_best_fit(tree, units, required_level, preferred_level)
-
-
-@dataclass(frozen=True)
-class _KaiFallback:
-    """KAI's topology placement behind the placer interface (until placers.py provides one)."""
-
-    name: str = "kai"
-    keeps_groups_whole: bool = False
-    gpus_per_pod: int = 8
-
-    def choose(
-        self,
-        tree: DomainTree,
-        units: int,
-        required_level: int | None,
-        preferred_level: int | None,
-        step_time_of: Any,
-    ) -> NodeCounts | str:
-        del step_time_of
-        return kai_topology(
-            tree, units, required_level, preferred_level, gpus_per_pod=self.gpus_per_pod
-        )
-
-
-@dataclass
-class _Notes:
-    lines: list[str] = field(default_factory=list)
-
-
-def label_only_placers(gpus_per_node: int, notes: _Notes) -> dict[str, Any]:
-    """Kueue's and KAI's placers from placers.py, or the fallbacks above."""
-    found: dict[str, Any] = {}
-    for name, class_name in (("kueue", "KueuePlacer"), ("kai", "KaiPlacer")):
-        cls = getattr(placers, class_name, None)
-        if cls is not None:
-            found[name] = cls()
-        else:
-            notes.lines.append(f"{class_name} not in placers.py: used the benchmark's adapter")
-            found[name] = (
-                _KueueFallback() if name == "kueue" else _KaiFallback(gpus_per_pod=gpus_per_node)
-            )
-    return found
-
-
-def make_policies(topology: ClusterTopology, wanted: list[str], notes: _Notes) -> list[Any]:
+def make_policies(topology: ClusterTopology, wanted: list[str]) -> list[PlacementPolicy]:
     """The policies to compare, in the table's order."""
     leaf = topology.levels[-1].node_label
-    per_node = max((host.gpu_count for host in topology.hosts), default=8) or 8
-    label_only = label_only_placers(per_node, notes)
     every = {
         "best-fit": PlacementPolicy("best-fit", strategy="best-fit"),
         "fgd": PlacementPolicy("fgd", strategy="fgd"),
-        "kueue": PlacementPolicy("kueue", placer=label_only["kueue"], preferred_level=leaf),
-        "kai": PlacementPolicy("kai", placer=label_only["kai"], preferred_level=leaf),
+        "kueue": PlacementPolicy("kueue", placer=placers.KUEUE, preferred_level=leaf),
+        "kai": PlacementPolicy("kai", placer=placers.KAI, preferred_level=leaf),
         "voltpack": PlacementPolicy("voltpack", placer=placers.StepTimePlacer()),
     }
     unknown = [name for name in wanted if name not in every]
@@ -186,11 +118,10 @@ def main() -> None:
     parser.add_argument("--policies", default="best-fit,fgd,kueue,kai,voltpack")
     parser.add_argument("--processes", type=int, default=1, help="policies run in parallel")
     parser.add_argument("--optimality-instances", type=int, default=200)
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
+    parser.add_argument("--out", type=Path, default=None, help="results folder")
     args = parser.parse_args()
 
     started = time.perf_counter()
-    notes = _Notes()
     topology, topology_info = load_topology(args)
     sku = default_catalog().get(args.gpu)
     cluster_gpus = topology_info["gpus"]
@@ -227,7 +158,7 @@ def main() -> None:
         gpus=sorted({j.num_gpus for j in jobs}),
         models=sorted({j.model for j in jobs}),
     )
-    policies = make_policies(topology, [p.strip() for p in args.policies.split(",")], notes)
+    policies = make_policies(topology, [p.strip() for p in args.policies.split(",")])
 
     sim_started = time.perf_counter()
     results = simulate_all(
@@ -264,17 +195,8 @@ def main() -> None:
             "total_s": time.perf_counter() - started,
             "processes": args.processes,
         },
-        "notes": notes.lines,
     }
-    markdown = render(figures)
-    if args.out.resolve() == RESULTS_DIR.resolve():
-        save(NAME, figures, markdown)
-    else:
-        args.out.mkdir(parents=True, exist_ok=True)
-        document = {"benchmark": NAME, "machine": machine(), **figures}
-        (args.out / f"{NAME}.json").write_text(json.dumps(document, indent=1) + "\n")
-        (args.out / f"{NAME}.md").write_text(markdown)
-        print(markdown)
+    save(NAME, figures, render(figures), args.out)
 
 
 def _hours(seconds: float | None) -> str:
@@ -328,7 +250,6 @@ def render(figures: dict[str, Any]) -> str:
         f"Simulation {timing['simulation_s']:.0f} s ({timing['processes']} process(es)), "
         f"optimality {timing['optimality_s']:.0f} s, total {timing['total_s']:.0f} s.",
     ]
-    lines += [f"Note: {note}" for note in figures["notes"]]
     return "\n".join(lines) + "\n"
 
 

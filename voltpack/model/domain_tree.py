@@ -15,15 +15,6 @@ import numpy as np
 from voltpack.model.topology import ClusterTopology, IntArray
 
 
-@dataclass(frozen=True)
-class GangShape:
-    """A gang of identical pods: how many, and what each one needs."""
-
-    pods: int
-    gpus_per_pod: int
-    name: str = ""
-
-
 @dataclass
 class DomainTree:
     """Per node the slots free for one pod shape, and per level each domain's total."""
@@ -74,18 +65,6 @@ class DomainTree:
         if level + 1 >= self.topology.level_count:
             return self.nodes_in(level, domain)
         return np.flatnonzero(self.topology.parent[level + 1] == domain)
-
-    def lowest_fitting_level(self, pods: int, highest: int = 0) -> int | None:
-        """Deepest level (host level = `level_count`) with a domain that holds `pods`.
-
-        Only levels at or below `highest` count; None when no domain there is big enough.
-        """
-        if int(self.slots.max(initial=0)) >= pods:
-            return self.topology.level_count
-        for level in range(self.topology.level_count - 1, highest - 1, -1):
-            if int(self.capacity[level].max(initial=0)) >= pods:
-                return level
-        return None
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,7 @@ class ClusterSnapshot:
         """
         self._check_fits(node, pod, gpu_indices)
         nics = self._checked_nics(node, pod, nic_indices)
-        if (self.nic_free_pct[node, nics] < pod.rdma_percent).any():
+        if nics and (self.nic_free_pct[node, nics] < pod.rdma_percent).any():
             raise InvalidRequestError(
                 f"node {self.node_names[node]}: NIC {self.nic_names(node, nics)} has "
                 f"{self.nic_free_pct[node, nics].tolist()} percent free, pod {pod.name} needs "
@@ -210,7 +210,8 @@ class ClusterSnapshot:
         self.memory_free_mib[node] -= pod.memory_mib
         for gpu in gpu_indices:
             self.gpu_free_milli[node, gpu] -= pod.gpu_milli
-        self.nic_free_pct[node, nics] -= pod.rdma_percent
+        if nics:
+            self.nic_free_pct[node, nics] -= pod.rdma_percent
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
             if self.power is not None:
@@ -227,7 +228,10 @@ class ClusterSnapshot:
             or self.memory_free_mib[node] + pod.memory_mib > self.memory_capacity_mib[node]
             or (self.gpu_free_milli[node, gpus] + pod.gpu_milli > MILLI_PER_GPU).any()
             or len(set(gpus)) != len(gpus)
-            or (self.nic_free_pct[node, nics] + pod.rdma_percent > NIC_PERCENT).any()
+            or (
+                bool(nics)
+                and (self.nic_free_pct[node, nics] + pod.rdma_percent > NIC_PERCENT).any()
+            )
         ):
             raise InvalidRequestError(
                 f"release of pod {pod.name} on node {self.node_names[node]} returns more than "
@@ -236,7 +240,8 @@ class ClusterSnapshot:
         self.cpu_free_milli[node] += pod.cpu_milli
         self.memory_free_mib[node] += pod.memory_mib
         self.gpu_free_milli[node, gpus] += pod.gpu_milli
-        self.nic_free_pct[node, nics] += pod.rdma_percent
+        if nics:
+            self.nic_free_pct[node, nics] += pod.rdma_percent
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
             if self.power is not None:

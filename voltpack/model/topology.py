@@ -237,19 +237,6 @@ class ClusterTopology:
         suffix = np.concatenate([np.cumprod(ratios[::-1])[::-1], [1.0, 1.0]])
         return np.asarray(suffix[np.asarray(common_level, dtype=np.int64) + 1], dtype=np.float64)
 
-    def level_link_gbit_s(self, common_level: int) -> float | None:
-        """Slowest line rate stated for the levels a path with this common level crosses."""
-        rates = [
-            level.link_bandwidth_gbit_s
-            for level in self.levels[common_level + 1 :]
-            if level.link_bandwidth_gbit_s is not None
-        ]
-        return min(rates) if rates else None
-
-    def same_clique(self, a: int, b: int) -> bool:
-        """True when two different nodes share a multi-node NVLink domain."""
-        return bool(self.clique[a] != NO_CLIQUE and self.clique[a] == self.clique[b])
-
     def domain_label(self, level: int, number: int) -> str:
         """The last component of a domain's path: what its label says (e.g. `S14`)."""
         return self.domain_names[level][number].rsplit("/", 1)[-1]

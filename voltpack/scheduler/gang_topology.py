@@ -74,7 +74,7 @@ class GangOutcome:
     rank_nodes: tuple[int, ...] = ()
 
 
-def group_gpus(group: PodGroup) -> tuple[Pod, int] | str:
+def gang_shape(group: PodGroup) -> tuple[Pod, int] | str:
     """The gang's common pod shape and size, or why it has none (pods differ, GPU shares)."""
     first = group.pods[0]
     shape = first.model_copy(update={"name": "", "creation_time_s": 0.0})
@@ -117,7 +117,7 @@ def place_gang(
     step_model: GangStepModel | None = None,
 ) -> GangOutcome:
     """Place the whole gang (all its pods) with `placer`, or nothing, with the reason."""
-    shape = group_gpus(group)
+    shape = gang_shape(group)
     if isinstance(shape, str):
         return _refused(group, shape)
     pod, pods = shape

@@ -38,14 +38,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
 
 from voltpack.model.cluster import MILLI_PER_GPU, Node
-from voltpack.model.decision import Placement
+from voltpack.model.decision import Decision, Placement
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.gpu_sku import GpuSku
 from voltpack.model.snapshot import ClusterSnapshot
@@ -92,6 +92,12 @@ class PlacementPolicy:
             raise InvalidRequestError(
                 f"policy {self.name}: give exactly one of placer (gang) or strategy (pod by pod)"
             )
+
+    def levels(self, topology: ClusterTopology) -> tuple[int | None, int | None]:
+        """The required and preferred levels as indices into `topology`'s levels."""
+        required = topology.level_index(self.required_level) if self.required_level else None
+        preferred = topology.level_index(self.preferred_level) if self.preferred_level else None
+        return required, preferred
 
 
 @dataclass(frozen=True)
@@ -213,9 +219,40 @@ def job_gang(job: TrainingJob, pod_gpus: int) -> PodGroup:
     return PodGroup(name=job.job_id, pods=pods, min_member=count)
 
 
-@dataclass
-class _Running:
-    allocations: list[tuple[int, Pod, tuple[int, ...]]] = field(default_factory=list)
+def place_with_policy(
+    snapshot: ClusterSnapshot,
+    topology: ClusterTopology,
+    group: PodGroup,
+    policy: PlacementPolicy,
+    scheduler: Scheduler | None,
+    tensor_parallel: int,
+    step_model: TopologyStepModel,
+    rng: np.random.Generator,
+) -> tuple[Decision, float] | None:
+    """Place the gang now with the policy (a gang placer, or `scheduler` pod by pod); the
+    decision and the predicted step time of its placement, or None when it does not fit."""
+    if policy.placer is not None:
+        required, preferred = policy.levels(topology)
+        outcome = place_gang(
+            snapshot,
+            topology,
+            group,
+            policy.placer,
+            tensor_parallel=tensor_parallel,
+            required_level=required,
+            preferred_level=preferred,
+            step_model=step_model,
+        )
+        if not outcome.decision.placed or outcome.step_s is None:
+            return None
+        return outcome.decision, float(outcome.step_s)
+    if scheduler is None:
+        raise InvalidRequestError(f"policy {policy.name}: a strategy needs a scheduler")
+    decision = scheduler.schedule_group(snapshot, group, rng)
+    if not decision.placed:
+        return None
+    nodes, gpus = ranks_from_placements(snapshot, decision.placements)
+    return decision, float(step_model.step_s(nodes, gpus))
 
 
 class _Runner:
@@ -240,12 +277,6 @@ class _Runner:
             self.scheduler = Scheduler.with_random_ranks(
                 strategy, self.snapshot.node_count, self.rng
             )
-        self.required = (
-            topology.level_index(policy.required_level) if policy.required_level else None
-        )
-        self.preferred = (
-            topology.level_index(policy.preferred_level) if policy.preferred_level else None
-        )
         self.step_models: dict[tuple[str, int], TopologyStepModel] = {}
         self.attempts = 0
 
@@ -269,29 +300,20 @@ class _Runner:
         self.attempts += 1
         model = self.catalog.get(job.model)
         step_model = self.step_model(model, job.num_gpus)
+        placed = place_with_policy(
+            self.snapshot,
+            self.topology,
+            group,
+            self.policy,
+            self.scheduler,
+            default_parallelism(model, job.num_gpus).tensor,
+            step_model,
+            self.rng,
+        )
+        if placed is None:
+            return None
+        decision, step_s = placed
         by_name = {p.name: p for p in group.pods}
-        if self.scheduler is not None:
-            decision = self.scheduler.schedule_group(self.snapshot, group, self.rng)
-            if not decision.placed:
-                return None
-            nodes, gpus = ranks_from_placements(self.snapshot, decision.placements)
-            step_s = float(step_model.step_s(nodes, gpus))
-        else:
-            assert self.policy.placer is not None
-            outcome = place_gang(
-                self.snapshot,
-                self.topology,
-                group,
-                self.policy.placer,
-                tensor_parallel=default_parallelism(model, job.num_gpus).tensor,
-                required_level=self.required,
-                preferred_level=self.preferred,
-                step_model=step_model,
-            )
-            decision = outcome.decision
-            if not decision.placed or outcome.step_s is None:
-                return None
-            step_s = float(outcome.step_s)
         return step_s, float(step_model.ideal_s()), self._allocations(decision.placements, by_name)
 
     def _allocations(
@@ -598,32 +620,16 @@ def _one_placement(
     step_model: TopologyStepModel,
     rng: np.random.Generator,
 ) -> float | None:
-    if policy.placer is not None:
-        outcome = place_gang(
-            snapshot,
-            topology,
-            group,
-            policy.placer,
-            tensor_parallel=tensor_parallel,
-            required_level=(
-                topology.level_index(policy.required_level) if policy.required_level else None
-            ),
-            preferred_level=(
-                topology.level_index(policy.preferred_level) if policy.preferred_level else None
-            ),
-            step_model=step_model,
-        )
-        return float(outcome.step_s) if outcome.decision.placed and outcome.step_s else None
-    assert policy.strategy is not None
-    strategy = make_strategy(policy.strategy, policy.strategy_params)
-    for pod in group.pods:
-        strategy.observe_arrival(pod)
-    scheduler = Scheduler.with_random_ranks(strategy, snapshot.node_count, rng)
-    decision = scheduler.schedule_group(snapshot, group, rng)
-    if not decision.placed:
-        return None
-    nodes, gpus = ranks_from_placements(snapshot, decision.placements)
-    return float(step_model.step_s(nodes, gpus))
+    scheduler = None
+    if policy.strategy is not None:
+        strategy = make_strategy(policy.strategy, policy.strategy_params)
+        for pod in group.pods:
+            strategy.observe_arrival(pod)
+        scheduler = Scheduler.with_random_ranks(strategy, snapshot.node_count, rng)
+    placed = place_with_policy(
+        snapshot, topology, group, policy, scheduler, tensor_parallel, step_model, rng
+    )
+    return None if placed is None else placed[1]
 
 
 def default_policies(extra: Sequence[PlacementPolicy] = ()) -> list[PlacementPolicy]:
@@ -634,8 +640,3 @@ def default_policies(extra: Sequence[PlacementPolicy] = ()) -> list[PlacementPol
         *extra,
         PlacementPolicy("voltpack", placer=StepTimePlacer()),
     ]
-
-
-def summaries(results: Sequence[PolicyResult]) -> list[dict[str, Any]]:
-    """Each result's summary, in order."""
-    return [result.summary() for result in results]

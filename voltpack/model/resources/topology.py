@@ -31,9 +31,6 @@ class TopologyLevel(ResourceModel):
         ge=1.0,
         description="downlink over uplink capacity of this level's switches (1 = non-blocking)",
     )
-    link_bandwidth_gbit_s: float | None = Field(
-        default=None, gt=0, description="line rate of this level's links, Gbit/s (unset: NICs')"
-    )
 
     @property
     def display_name(self) -> str:

@@ -42,11 +42,17 @@ class StepTimePlacer:
         )
 
 
-@dataclass(frozen=True)
-class KueuePlacer:
-    """Kueue's topology-aware scheduling (BestFit), label-only: it counts pods, not groups."""
+LabelOnlyPlacement = Callable[[DomainTree, int, int | None, int | None], NodeCounts | str]
+"""A placement that reads only the tree: (tree, pods, required level, preferred level)."""
 
-    name: str = "kueue"
+
+@dataclass(frozen=True)
+class LabelOnlyPlacer:
+    """A scheduler's label-only topology placement (Kueue's, KAI's): it counts pods, not
+    tensor-parallel groups, and never consults the step time."""
+
+    name: str
+    place: LabelOnlyPlacement
     keeps_groups_whole: bool = False
 
     def choose(
@@ -57,32 +63,21 @@ class KueuePlacer:
         preferred_level: int | None,
         step_time_of: Callable[[NodeCounts], float] | None,
     ) -> NodeCounts | str:
-        """Kueue's assignment; the step time is not consulted."""
+        """The scheduler's own assignment."""
         del step_time_of
-        return kueue_best_fit(tree, units, required_level, preferred_level)
+        return self.place(tree, units, required_level, preferred_level)
 
 
-@dataclass(frozen=True)
-class KaiPlacer:
-    """KAI Scheduler's topology plugin, label-only: it counts pods, not groups."""
-
-    name: str = "kai"
-    keeps_groups_whole: bool = False
-
-    def choose(
-        self,
-        tree: DomainTree,
-        units: int,
-        required_level: int | None,
-        preferred_level: int | None,
-        step_time_of: Callable[[NodeCounts], float] | None,
-    ) -> NodeCounts | str:
-        """KAI's assignment; the step time is not consulted."""
-        del step_time_of
-        return kai_topology(
-            tree, units, required_level, preferred_level, gpus_per_pod=tree.gpus_per_unit
-        )
+def _kai(
+    tree: DomainTree, pods: int, required_level: int | None, preferred_level: int | None
+) -> NodeCounts | str:
+    """KAI's placement; its domain order weighs the job's GPUs, a slot's being the tree's."""
+    return kai_topology(
+        tree, pods, required_level, preferred_level, gpus_per_pod=tree.gpus_per_unit
+    )
 
 
-PLACERS = {"voltpack": StepTimePlacer, "kueue": KueuePlacer, "kai": KaiPlacer}
-"""Gang placement policies by the name a policy file or benchmark uses."""
+KUEUE = LabelOnlyPlacer("kueue", kueue_best_fit)
+"""Kueue's topology-aware scheduling (BestFit for required/preferred levels)."""
+KAI = LabelOnlyPlacer("kai", _kai)
+"""KAI Scheduler's topology plugin."""
