@@ -69,7 +69,7 @@ from voltpack.model.workload import Pod
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.nic_allocation import set_distance
-from voltpack.sim.traces.csv_rows import csv_rows
+from voltpack.sim.traces.csv_rows import csv_rows, integer_field, number_field
 
 Role = Literal["CN", "HN"]
 ROLES: tuple[Role, ...] = ("CN", "HN")
@@ -132,30 +132,6 @@ class DlrmInstance:
         )
 
 
-def _number(path: Path, line: int, row: dict[str, str], name: str) -> float:
-    text = (row.get(name) or "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceFormatError(f"{path}:{line}: field {name}={text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise TraceFormatError(f"{path}:{line}: field {name}={text!r} must be a number >= 0")
-    return value
-
-
-def _integer(path: Path, line: int, row: dict[str, str], name: str, low: int, high: int) -> int:
-    text = (row.get(name) or "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceFormatError(f"{path}:{line}: field {name}={text!r} is not an integer") from None
-    if not value.is_integer() or not low <= value <= high:
-        raise TraceFormatError(
-            f"{path}:{line}: field {name}={text!r} must be an integer in {low}..{high}"
-        )
-    return int(value)
-
-
 def _time(path: Path, line: int, row: dict[str, str], name: str) -> float | None:
     text = (row.get(name) or "").strip()
     if not text or text.lower() == "nan":
@@ -179,6 +155,7 @@ def load_dlrm_trace(path: Path) -> list[DlrmInstance]:
     instances: list[DlrmInstance] = []
     seen: set[str] = set()
     for line, row in csv_rows(path, TRACE_COLUMNS):
+        where = f"{path}:{line}"
         name = row["instance_sn"].strip()
         if not name:
             raise TraceFormatError(f"{path}:{line}: field instance_sn is empty")
@@ -191,7 +168,7 @@ def load_dlrm_trace(path: Path) -> list[DlrmInstance]:
         app = row["app_name"].strip()
         if not app:
             raise TraceFormatError(f"{path}:{line}: field app_name is empty")
-        limit = _integer(path, line, row, "max_instance_per_node", -1, 1_000_000)
+        limit = integer_field(where, row, "max_instance_per_node", -1, 1_000_000)
         if limit == 0:
             raise TraceFormatError(
                 f"{path}:{line}: field max_instance_per_node=0 allows no instance; use -1 for "
@@ -208,10 +185,10 @@ def load_dlrm_trace(path: Path) -> list[DlrmInstance]:
                 name=name,
                 role=role,
                 app=app,
-                cpu_milli=round(_number(path, line, row, "cpu_request") * MILLI_PER_CORE),
-                memory_mib=round(_number(path, line, row, "memory_request") * MIB_PER_GIB),
-                num_gpu=_integer(path, line, row, "gpu_request", 0, 1024),
-                rdma_percent=_integer(path, line, row, "rdma_request", 0, NIC_PERCENT),
+                cpu_milli=round(number_field(where, row, "cpu_request", 0.0) * MILLI_PER_CORE),
+                memory_mib=round(number_field(where, row, "memory_request", 0.0) * MIB_PER_GIB),
+                num_gpu=integer_field(where, row, "gpu_request", 0, 1024),
+                rdma_percent=integer_field(where, row, "rdma_request", 0, NIC_PERCENT),
                 max_per_node=None if limit == -1 else limit,
                 creation_time_s=creation,
                 deletion_time_s=deletion,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from voltpack.model.errors import TraceFormatError
@@ -53,3 +54,34 @@ def csv_lines_rows(
         raise TraceFormatError(
             f"{origin}:{reader.line_num + 1}: not UTF-8 text (byte {exc.start} of a block)"
         ) from None
+
+
+def number_field(
+    where: str, row: Mapping[str, str], field: str, minimum: float | None = None
+) -> float:
+    """A row's field as a finite number (at least `minimum` if given); `where` is the
+    `file:line` that a TraceFormatError names with the field."""
+    text = (row.get(field) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceFormatError(f"{where}: field {field}={text!r} is not a number") from None
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum:g}"
+        raise TraceFormatError(f"{where}: field {field}={text!r} must be a finite number{bound}")
+    return value
+
+
+def integer_field(
+    where: str, row: Mapping[str, str], field: str, low: int, high: int | None = None
+) -> int:
+    """A row's field as a whole number in `low..high` (no upper bound if `high` is None)."""
+    text = (row.get(field) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceFormatError(f"{where}: field {field}={text!r} is not an integer") from None
+    if not value.is_integer() or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in {low}..{high}"
+        raise TraceFormatError(f"{where}: field {field}={text!r} must be an integer {bound}")
+    return int(value)

@@ -56,7 +56,7 @@ from voltpack.perf.training_models import (
     default_parallelism,
     default_training_models,
 )
-from voltpack.sim.traces.csv_rows import csv_rows
+from voltpack.sim.traces.csv_rows import csv_rows, integer_field, number_field
 from voltpack.sim.traces.gavel_generator import PhillyDistribution
 
 COLUMNS = ("job_id", "arrival_s", "num_gpus", "model", "steps")
@@ -110,14 +110,9 @@ def load_training_jobs(
                 f"{where}: field job_id={job_id!r} repeats the job of line {seen[job_id]}"
             )
         seen[job_id] = line
-        arrival_s = _number(row, "arrival_s", where)
-        if not math.isfinite(arrival_s) or arrival_s < 0:
-            raise TraceFormatError(
-                f"{where}: field arrival_s={row['arrival_s'].strip()!r} must be a finite "
-                "number >= 0"
-            )
-        num_gpus = _integer(row, "num_gpus", where)
-        steps = _integer(row, "steps", where)
+        arrival_s = number_field(where, row, "arrival_s", minimum=0.0)
+        num_gpus = integer_field(where, row, "num_gpus", 1)
+        steps = integer_field(where, row, "steps", 1)
         name = row["model"].strip()
         try:
             model = catalog.get(name)
@@ -132,23 +127,6 @@ def load_training_jobs(
         raise TraceFormatError(f"{path}: no jobs after the header ({','.join(COLUMNS)})")
     jobs.sort(key=lambda item: (item[0], item[1]))
     return [job for _, _, job in jobs]
-
-
-def _number(row: dict[str, str], field: str, where: str) -> float:
-    text = row[field].strip()
-    try:
-        return float(text)
-    except ValueError:
-        raise TraceFormatError(f"{where}: field {field}={text!r} is not a number") from None
-
-
-def _integer(row: dict[str, str], field: str, where: str) -> int:
-    value = _number(row, field, where)
-    if not math.isfinite(value) or not value.is_integer() or value < 1:
-        raise TraceFormatError(
-            f"{where}: field {field}={row[field].strip()!r} must be an integer >= 1"
-        )
-    return int(value)
 
 
 def write_training_jobs(path: Path, jobs: Sequence[TrainingJob]) -> None:
