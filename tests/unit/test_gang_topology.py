@@ -184,3 +184,60 @@ def test_step_time_scores_units_when_pods_are_smaller_than_a_tensor_group() -> N
     assert outcome.decision.placed, outcome.decision.reason
     nodes = [p.node for p in outcome.decision.placements]
     assert nodes[0] == nodes[1] and nodes[2] == nodes[3]
+
+
+def test_a_gang_with_rdma_shares_gets_nics_on_its_gpus_pcie_switch_and_never_more() -> None:
+    names = [f"n{i}" for i in range(2)]
+    snapshot = ClusterSnapshot.from_nodes(
+        [Node.empty(n, 64_000, 512_000, 8, "A100-80GB", layout=HOST) for n in names]
+    )
+    labels = {n: {"spine": "s0", "leaf": "l0"} for n in names}
+    topology = ClusterTopology.from_labels(SPEC, names, labels, hosts=dict.fromkeys(names, HOST))
+    pods = tuple(
+        Pod(
+            name=f"r-{i}",
+            cpu_milli=1000,
+            memory_mib=1024,
+            num_gpu=2,
+            gpu_milli=1000,
+            rdma_percent=60,
+        )
+        for i in range(6)
+    )
+    # one 60% share per NIC: 4 NICs per node, so at most 4 pods per node despite 8 GPUs
+    outcome = place_gang(
+        snapshot, topology, PodGroup(name="r", pods=pods, min_member=6), StepTimePlacer()
+    )
+    assert outcome.decision.placed, outcome.decision.reason
+    used: dict[tuple[str, str], int] = {}
+    for placement in outcome.decision.placements:
+        (nic,) = placement.nics
+        nic_gpus = next(n.pcie_gpus for n in HOST.nics if n.name == nic)
+        assert set(placement.gpu_indices) <= set(nic_gpus)
+        used[(placement.node, nic)] = used.get((placement.node, nic), 0) + 1
+    assert max(used.values()) == 1
+    assert int(snapshot.nic_free_pct.min()) >= 0
+
+
+def test_nic_shares_bound_how_many_pods_of_a_gang_a_node_takes() -> None:
+    names = [f"n{i}" for i in range(2)]
+    snapshot = ClusterSnapshot.from_nodes(
+        [Node.empty(n, 64_000, 512_000, 8, "A100-80GB", layout=HOST) for n in names]
+    )
+    labels = {n: {"spine": "s0", "leaf": "l0"} for n in names}
+    topology = ClusterTopology.from_labels(SPEC, names, labels, hosts=dict.fromkeys(names, HOST))
+    pods = tuple(
+        Pod(name=f"q-{i}", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=1000, rdma_percent=60)
+        for i in range(6)
+    )
+    # 8 free GPUs per node, but only 4 NICs with room for a 60% share each
+    group = PodGroup(name="q", pods=pods, min_member=6)
+    outcome = place_gang(snapshot, topology, group, StepTimePlacer())
+    assert outcome.decision.placed, outcome.decision.reason
+    per_node = [p.node for p in outcome.decision.placements]
+    assert max(per_node.count(n) for n in names) == 4
+    assert int(snapshot.nic_free_pct.min()) == 40
+    seven = PodGroup(
+        name="s", pods=(*pods, pods[0].model_copy(update={"name": "q-6"})), min_member=7
+    )
+    assert not place_gang(snapshot, topology, seven, StepTimePlacer()).decision.placed

@@ -24,6 +24,7 @@ from voltpack.model.topology import ClusterTopology
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.topology.gpu_choice import choose_gpus
 from voltpack.scheduler.filter import explain_rejection, filter_nodes
+from voltpack.scheduler.nic_allocation import nic_for_gpus
 from voltpack.scheduler.statement import Statement
 
 
@@ -95,6 +96,9 @@ def node_slots(snapshot: ClusterSnapshot, pod: Pod) -> IntArray:
         slots = np.minimum(slots, snapshot.cpu_free_milli // pod.cpu_milli)
     if pod.memory_mib:
         slots = np.minimum(slots, snapshot.memory_free_mib // pod.memory_mib)
+    if pod.rdma_percent:
+        shares = np.where(snapshot.nic_present & snapshot.nic_rdma, snapshot.nic_free_pct, 0)
+        slots = np.minimum(slots, (shares // pod.rdma_percent).sum(axis=1))
     return np.where(feasible, slots, 0).astype(np.int64)
 
 
@@ -159,13 +163,16 @@ def place_gang(
     placements: list[Placement] = []
     pod_nodes = np.repeat(np.array(counts.nodes, dtype=np.int64), counts.pods)
     for member, node, gpus in zip(group.pods, pod_nodes.tolist(), pod_gpus, strict=True):
-        statement.allocate(node, member, gpus)
+        nics = _nic_for(snapshot, node, member, gpus)
+        statement.allocate(node, member, gpus, nics)
         placements.append(
             Placement(
                 pod=member.name,
                 node=snapshot.node_names[node],
                 gpu_indices=gpus,
                 gpu_milli=member.gpu_milli,
+                nics=snapshot.nic_names(node, nics),
+                rdma_percent=member.rdma_percent,
             )
         )
     statement.commit()
@@ -176,6 +183,21 @@ def place_gang(
         subject=group.name, placed=True, placements=tuple(placements), reason=reason
     )
     return GangOutcome(decision, step_s, ideal_s, tuple(pod_nodes.tolist()))
+
+
+def _nic_for(
+    snapshot: ClusterSnapshot, node: int, pod: Pod, gpus: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The NIC slot a pod with an RDMA share takes beside its (fixed) GPUs; () without one.
+
+    `node_slots` counted the NICs' shares, so a NIC with room exists for every pod placed.
+    """
+    layout = snapshot.layouts[node]
+    if not pod.rdma_percent or layout is None:
+        return ()
+    free = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
+    choice = nic_for_gpus(layout, pod, gpus, free)
+    return () if choice.nic is None else (choice.nic,)
 
 
 def _rank_gpus(

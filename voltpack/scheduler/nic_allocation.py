@@ -84,28 +84,14 @@ def choose_gpus_and_nic(
     preferred = tuple(int(g) for g in preferred_gpus)
     if pod.rdma_percent == 0:
         return NicChoice(gpus=preferred, nic=None, distance=None)
-    usable = [
-        slot
-        for slot, nic in enumerate(layout.nics)
-        if nic.is_rdma and nic_free_pct[slot] >= pod.rdma_percent
-    ]
-    if not usable:
-        raise InvalidRequestError(
-            f"pod {pod.name}: no RDMA NIC has {pod.rdma_percent}% of its bandwidth free "
-            f"(free: {list(nic_free_pct)})"
-        )
+    usable = _usable_nics(layout, pod, nic_free_pct)
 
     def leftover(slot: int) -> int:
         return nic_free_pct[slot] - pod.rdma_percent
 
+    nic, distance = _nearest_usable(layout, pod, preferred, usable, nic_free_pct)
     if pod.num_gpu == 0:
-        nic = min(usable, key=lambda slot: (leftover(slot), slot))
         return NicChoice(gpus=preferred, nic=nic, distance=None)
-
-    nic = min(
-        usable, key=lambda slot: (set_distance(layout, preferred, slot), leftover(slot), slot)
-    )
-    distance = set_distance(layout, preferred, nic)
     if distance == NicDistance.SAME_PCIE_SWITCH:
         return NicChoice(gpus=preferred, nic=nic, distance=distance)
     fitting = [g for g in range(layout.gpu_count) if gpu_free_milli[g] >= pod.gpu_milli]
@@ -121,6 +107,54 @@ def choose_gpus_and_nic(
     if better is None:
         return NicChoice(gpus=preferred, nic=nic, distance=distance)
     return NicChoice(gpus=better[3], nic=better[2], distance=better[0], moved_gpus=True)
+
+
+def nic_for_gpus(
+    layout: HostLayout, pod: Pod, gpus: Sequence[int], nic_free_pct: Sequence[int]
+) -> NicChoice:
+    """The RDMA NIC for `pod` whose GPUs are fixed (e.g. a gang's tensor-parallel group): the
+    nearest with room, then the best fit; the GPUs never move."""
+    fixed = tuple(int(g) for g in gpus)
+    if pod.rdma_percent == 0:
+        return NicChoice(gpus=fixed, nic=None, distance=None)
+    usable = _usable_nics(layout, pod, nic_free_pct)
+    nic, distance = _nearest_usable(layout, pod, fixed, usable, nic_free_pct)
+    return NicChoice(gpus=fixed, nic=nic, distance=distance if fixed else None)
+
+
+def _usable_nics(layout: HostLayout, pod: Pod, nic_free_pct: Sequence[int]) -> list[int]:
+    """RDMA NIC slots with the pod's share free; raise when there is none."""
+    usable = [
+        slot
+        for slot, nic in enumerate(layout.nics)
+        if nic.is_rdma and nic_free_pct[slot] >= pod.rdma_percent
+    ]
+    if not usable:
+        raise InvalidRequestError(
+            f"pod {pod.name}: no RDMA NIC has {pod.rdma_percent}% of its bandwidth free "
+            f"(free: {list(nic_free_pct)})"
+        )
+    return usable
+
+
+def _nearest_usable(
+    layout: HostLayout,
+    pod: Pod,
+    gpus: Sequence[int],
+    usable: Sequence[int],
+    nic_free_pct: Sequence[int],
+) -> tuple[int, NicDistance]:
+    """Among `usable`, the NIC nearest to `gpus` (by their farthest GPU), then the one left with
+    the least free bandwidth, then the lowest slot; with its distance."""
+    nic = min(
+        usable,
+        key=lambda slot: (
+            set_distance(layout, gpus, slot) if gpus else NicDistance.SAME_PCIE_SWITCH,
+            nic_free_pct[slot] - pod.rdma_percent,
+            slot,
+        ),
+    )
+    return nic, set_distance(layout, gpus, nic)
 
 
 def _nearest_gpus(
