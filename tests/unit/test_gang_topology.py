@@ -14,11 +14,19 @@ from voltpack.model.host_layout import HostLayout, HostNic
 from voltpack.model.resources.topology import TopologyLevel, TopologySpec
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.topology import ClusterTopology
+from voltpack.model.topology_request import (
+    KAI_PREFERRED,
+    KAI_REQUIRED,
+    KUEUE_REQUIRED,
+    TopologyRequest,
+)
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.perf.training_models import Parallelism, default_training_models
+from voltpack.policies.registry import make_strategy
 from voltpack.policies.topology.placers import StepTimePlacer
-from voltpack.policies.topology.step_model import gang_step_model
-from voltpack.scheduler.gang_topology import place_gang
+from voltpack.policies.topology.step_model import gang_step_model, step_model_for_group
+from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.gang_topology import TopologyPlacement, place_gang
 
 SPEC = TopologySpec(
     levels=[
@@ -241,3 +249,55 @@ def test_nic_shares_bound_how_many_pods_of_a_gang_a_node_takes() -> None:
         name="s", pods=(*pods, pods[0].model_copy(update={"name": "q-6"})), min_member=7
     )
     assert not place_gang(snapshot, topology, seven, StepTimePlacer()).decision.placed
+
+
+def topology_scheduler(topology: ClusterTopology, node_count: int) -> Scheduler:
+    return Scheduler(
+        strategy=make_strategy("best-fit", None),
+        tie_break_rank=np.arange(node_count),
+        topology=TopologyPlacement(topology, StepTimePlacer(), step_model_for_group),
+    )
+
+
+def test_the_scheduler_routes_gangs_with_a_topology_request_to_gang_placement() -> None:
+    snapshot, topology, _ = cluster()
+    scheduler = topology_scheduler(topology, snapshot.node_count)
+    request = TopologyRequest(required_level="leaf", model="gpt-13b", tensor_parallel=4)
+    group = gang("job", 4, 4).model_copy(update={"topology": request})
+    decision = scheduler.schedule_group(snapshot, group, np.random.default_rng(0))
+    assert decision.placed, decision.reason
+    assert "predicted step" in decision.reason and "leaf" in decision.reason
+    # a gang without a request still goes pod by pod
+    plain = scheduler.schedule_group(snapshot, gang("plain", 2, 1), np.random.default_rng(0))
+    assert plain.placed and "[voltpack]" not in plain.reason
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "words"),
+    [
+        ({"required_level": "rack"}, "no level 'rack'"),
+        ({"model": "bert-xl"}, "bert-xl"),
+        ({"model": "gpt-13b", "tensor_parallel": 3}, "tensor x pipeline"),
+    ],
+)
+def test_a_request_the_cluster_cannot_read_leaves_the_gang_pending_with_the_reason(
+    request_fields: dict[str, object], words: str
+) -> None:
+    snapshot, topology, _ = cluster()
+    before = snapshot.gpu_free_milli.copy()
+    scheduler = topology_scheduler(topology, snapshot.node_count)
+    group = gang("job", 2, 4).model_copy(
+        update={"topology": TopologyRequest.model_validate(request_fields)}
+    )
+    decision = scheduler.schedule_group(snapshot, group, np.random.default_rng(0))
+    assert not decision.placed and words in decision.reason
+    assert (snapshot.gpu_free_milli == before).all()
+
+
+def test_kueue_and_kai_annotations_become_a_topology_request() -> None:
+    kueue = TopologyRequest.from_annotations({KUEUE_REQUIRED: "leaf", KAI_PREFERRED: "spine"})
+    assert kueue == TopologyRequest(required_level="leaf", preferred_level="spine")
+    assert TopologyRequest.from_annotations({KAI_REQUIRED: "spine"}) == TopologyRequest(
+        required_level="spine"
+    )
+    assert TopologyRequest.from_annotations({"other": "x"}) is None

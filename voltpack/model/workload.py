@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.topology_request import TopologyRequest
 
 
 class Pod(BaseModel):
@@ -105,6 +106,8 @@ class PodGroup(BaseModel):
     name: str = Field(min_length=1)
     pods: tuple[Pod, ...] = Field(min_length=1)
     min_member: int = Field(ge=1)
+    topology: TopologyRequest | None = None
+    """Place the gang as one unit into the topology (every pod, whatever `min_member` says)."""
 
     @model_validator(mode="after")
     def _check_min_member(self) -> PodGroup:

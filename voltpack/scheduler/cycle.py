@@ -11,6 +11,7 @@ from voltpack.model.snapshot import BoolArray, ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.strategy import ScoringStrategy
 from voltpack.scheduler.filter import FilterResult, explain_rejection, filter_nodes
+from voltpack.scheduler.gang_topology import TopologyPlacement
 from voltpack.scheduler.nic_allocation import choose_on_snapshot
 from voltpack.scheduler.statement import Statement
 
@@ -26,6 +27,8 @@ class Scheduler:
 
     strategy: ScoringStrategy
     tie_break_rank: IntArray
+    topology: TopologyPlacement | None = None
+    """Places gangs with a topology request as one unit; without it, they go pod by pod."""
 
     @classmethod
     def with_random_ranks(
@@ -58,7 +61,13 @@ class Scheduler:
     def schedule_group(
         self, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
     ) -> Decision:
-        """Place a gang all-or-nothing: at least `min_member` pods, or none (rolled back)."""
+        """Place a gang all-or-nothing: at least `min_member` pods, or none (rolled back).
+
+        A gang with a topology request goes to `topology` (when the scheduler has one) and is
+        placed whole, as one unit.
+        """
+        if group.topology is not None and self.topology is not None:
+            return self.topology.place(snapshot, group).decision
         statement = Statement(snapshot)
         placements: list[Placement] = []
         failures: list[str] = []

@@ -19,6 +19,7 @@ import numpy as np
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.decision import Decision, Placement
 from voltpack.model.domain_tree import DomainTree, NodeCounts
+from voltpack.model.errors import VoltpackError
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.topology import ClusterTopology
 from voltpack.model.workload import Pod, PodGroup
@@ -73,6 +74,52 @@ class GangOutcome:
     step_s: float | None = None
     ideal_s: float | None = None
     rank_nodes: tuple[int, ...] = ()
+
+
+@dataclass
+class TopologyPlacement:
+    """What a scheduler needs to place gangs that carry a topology request.
+
+    `topology` may list the nodes in another order than the snapshot (it is aligned to the
+    snapshot's order once per snapshot); `step_model_for` gives a gang's step-time model, or
+    None when the gang names no training model.
+    """
+
+    topology: ClusterTopology
+    placer: TopologyPlacer
+    step_model_for: (
+        Callable[[ClusterTopology, ClusterSnapshot, PodGroup], GangStepModel | None] | None
+    ) = None
+
+    def place(self, snapshot: ClusterSnapshot, group: PodGroup) -> GangOutcome:
+        """Place the gang by its request, or leave it pending with the reason (a level the
+        topology lacks, an unknown model, no room)."""
+        request = group.topology
+        try:
+            topology = self.topology.aligned_to(snapshot.node_names)
+            self.topology = topology
+            required = preferred = None
+            if request is not None and request.required_level:
+                required = topology.level_index(request.required_level)
+            if request is not None and request.preferred_level:
+                preferred = topology.level_index(request.preferred_level)
+            step_model = (
+                self.step_model_for(topology, snapshot, group)
+                if self.step_model_for is not None
+                else None
+            )
+        except VoltpackError as exc:
+            return _refused(group, str(exc))
+        return place_gang(
+            snapshot,
+            topology,
+            group,
+            self.placer,
+            tensor_parallel=request.tensor_parallel if request is not None else 1,
+            required_level=required,
+            preferred_level=preferred,
+            step_model=step_model,
+        )
 
 
 def gang_shape(group: PodGroup) -> tuple[Pod, int] | str:

@@ -9,14 +9,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from voltpack.model.decision import Placement
-from voltpack.model.gpu_sku import GpuSku
+from voltpack.model.gpu_sku import GpuSku, default_catalog
 from voltpack.model.host_layout import HostLayout, NicDistance
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.topology import ClusterTopology
+from voltpack.model.workload import PodGroup
+from voltpack.perf.links import PerfModelError
 from voltpack.perf.placement_links import FALLBACK_NIC
 from voltpack.perf.placement_links import placement_links as links_of
 from voltpack.perf.step_time import StepTime, ideal_links, predict_step_time
-from voltpack.perf.training_models import Parallelism, TrainingModel
+from voltpack.perf.training_models import Parallelism, TrainingModel, default_training_models
 
 
 @dataclass
@@ -87,3 +89,38 @@ def ranks_from_placements(
         nodes.extend([row] * len(placement.gpu_indices))
         gpus.extend(placement.gpu_indices)
     return np.array(nodes, dtype=np.int64), np.array(gpus, dtype=np.int64)
+
+
+def step_model_for_group(
+    topology: ClusterTopology, snapshot: ClusterSnapshot, group: PodGroup
+) -> TopologyStepModel | None:
+    """The step-time model of a gang whose topology request names a training model.
+
+    Parallelism: the request's tensor and pipeline degrees, data parallelism the rest of the
+    gang's GPUs. GPU: the one model the pods accept, else the most common GPU model of the
+    cluster. None when the request names no model; a model, GPU or parallelism the perf models
+    do not know raises their error (the gang then waits with it as the reason).
+    """
+    request = group.topology
+    if request is None or request.model is None:
+        return None
+    model = default_training_models().get(request.model)
+    gpus = sum(pod.num_gpu for pod in group.pods)
+    model_parallel = request.tensor_parallel * request.pipeline_parallel
+    if gpus % model_parallel:
+        raise PerfModelError(
+            f"gang {group.name}: {gpus} GPUs are not a multiple of tensor x pipeline "
+            f"({request.tensor_parallel} x {request.pipeline_parallel})"
+        )
+    parallelism = Parallelism(
+        request.tensor_parallel, request.pipeline_parallel, gpus // model_parallel
+    )
+    accepted = group.pods[0].gpu_models
+    if len(accepted) == 1:
+        gpu_model = accepted[0]
+    else:
+        present = snapshot.node_gpu_model[snapshot.node_gpu_model >= 0]
+        if present.size == 0:
+            raise PerfModelError(f"gang {group.name}: the cluster has no GPU nodes")
+        gpu_model = snapshot.gpu_models[int(np.bincount(present).argmax())]
+    return TopologyStepModel(topology, model, parallelism, default_catalog().get(gpu_model))

@@ -1,0 +1,39 @@
+"""What a gang asks of the topology: levels it must or should stay within, and its parallelism.
+
+Voltpack's own fields, or the annotations of Kueue (`kueue.x-k8s.io/podset-required-topology`,
+`kueue.x-k8s.io/podset-preferred-topology`) and KAI (`kai.scheduler/topology-required-placement`,
+`kai.scheduler/topology-preferred-placement`), whose values name a level by its node label.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+KAI_REQUIRED = "kai.scheduler/topology-required-placement"
+KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
+
+
+class TopologyRequest(BaseModel):
+    """A gang's topology request; levels are named by node label (or level name)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    required_level: str | None = Field(default=None, min_length=1)
+    """The whole gang must fit in one domain of this level, or it waits."""
+    preferred_level: str | None = Field(default=None, min_length=1)
+    """Try one domain of this level first; fall back to higher levels."""
+    model: str | None = Field(default=None, min_length=1)
+    """A training model of the perf catalog: the step time decides the placement."""
+    tensor_parallel: int = Field(default=1, ge=1, le=64)
+    pipeline_parallel: int = Field(default=1, ge=1, le=1024)
+
+    @classmethod
+    def from_annotations(cls, annotations: dict[str, str]) -> TopologyRequest | None:
+        """Kueue's or KAI's level annotations as a request (Kueue's win when both are set)."""
+        required = annotations.get(KUEUE_REQUIRED) or annotations.get(KAI_REQUIRED)
+        preferred = annotations.get(KUEUE_PREFERRED) or annotations.get(KAI_PREFERRED)
+        if not required and not preferred:
+            return None
+        return cls(required_level=required or None, preferred_level=preferred or None)
