@@ -136,6 +136,8 @@ def test_predicted_step_and_ideal_appear_in_the_reason() -> None:
     )
     assert outcome.step_s is not None and outcome.ideal_s is not None
     assert outcome.step_s == pytest.approx(outcome.ideal_s)
+    assert outcome.decision.predicted_step_s == outcome.step_s
+    assert outcome.decision.ideal_step_s == outcome.ideal_s
     assert "predicted step" in outcome.decision.reason and "ideal" in outcome.decision.reason
 
 

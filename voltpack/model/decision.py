@@ -29,3 +29,7 @@ class Decision(BaseModel):
     placed: bool
     placements: tuple[Placement, ...] = ()
     reason: str
+    predicted_step_s: float | None = None
+    """A training gang placed by topology: the predicted seconds per step of its placement."""
+    ideal_step_s: float | None = None
+    """... and of the best placement the topology could give (their ratio is the slowdown)."""

@@ -227,7 +227,12 @@ def place_gang(
     ideal_s = step_model.ideal_s() if step_model is not None else None
     reason = _reason(group, topology, counts, unit, placer.name, step_s, ideal_s)
     decision = Decision(
-        subject=group.name, placed=True, placements=tuple(placements), reason=reason
+        subject=group.name,
+        placed=True,
+        placements=tuple(placements),
+        reason=reason,
+        predicted_step_s=step_s,
+        ideal_step_s=ideal_s,
     )
     return GangOutcome(decision, step_s, ideal_s, tuple(pod_nodes.tolist()))
 
