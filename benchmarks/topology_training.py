@@ -117,6 +117,13 @@ def main() -> None:
     parser.add_argument("--gpu", default="A100-80GB", help="GPU SKU of every host")
     parser.add_argument("--policies", default="best-fit,fgd,kueue,kai,voltpack")
     parser.add_argument("--processes", type=int, default=1, help="policies run in parallel")
+    parser.add_argument(
+        "--pod-gpus",
+        type=int,
+        default=None,
+        help="GPUs per pod of every gang (default: one pod per node's worth)",
+    )
+    parser.add_argument("--name", default=NAME, help="results file name")
     parser.add_argument("--optimality-instances", type=int, default=200)
     parser.add_argument("--out", type=Path, default=None, help="results folder")
     args = parser.parse_args()
@@ -162,7 +169,11 @@ def main() -> None:
 
     sim_started = time.perf_counter()
     results = simulate_all(
-        topology, jobs, policies, SimConfig(sku=sku, seed=args.seed), args.processes
+        topology,
+        jobs,
+        policies,
+        SimConfig(sku=sku, seed=args.seed, pod_gpus=args.pod_gpus),
+        args.processes,
     )
     sim_s = time.perf_counter() - sim_started
     rows = [result.summary() for result in results]
@@ -186,6 +197,7 @@ def main() -> None:
     figures = {
         "topology": topology_info,
         "gpu": sku.name,
+        "pod_gpus": args.pod_gpus,
         "trace": trace_info,
         "policies": rows,
         "optimality": optimality,
@@ -196,7 +208,7 @@ def main() -> None:
             "processes": args.processes,
         },
     }
-    save(NAME, figures, render(figures), args.out)
+    save(args.name, figures, render(figures), args.out)
 
 
 def _hours(seconds: float | None) -> str:

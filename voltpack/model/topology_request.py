@@ -7,12 +7,28 @@ Voltpack's own fields, or the annotations of Kueue (`kueue.x-k8s.io/podset-requi
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from voltpack.model.errors import InvalidRequestError
 
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 KAI_REQUIRED = "kai.scheduler/topology-required-placement"
 KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
+
+VOLTPACK_REQUIRED = "voltpack.io/topology-required"
+VOLTPACK_PREFERRED = "voltpack.io/topology-preferred"
+VOLTPACK_MODEL = "voltpack.io/training-model"
+VOLTPACK_TENSOR_PARALLEL = "voltpack.io/tensor-parallel"
+VOLTPACK_PIPELINE_PARALLEL = "voltpack.io/pipeline-parallel"
+VOLTPACK_ANNOTATIONS = (
+    VOLTPACK_REQUIRED,
+    VOLTPACK_PREFERRED,
+    VOLTPACK_MODEL,
+    VOLTPACK_TENSOR_PARALLEL,
+    VOLTPACK_PIPELINE_PARALLEL,
+)
+"""voltpack's own pod annotations for a gang's request (the GPUJob controller writes them)."""
 
 
 class TopologyRequest(BaseModel):
@@ -37,3 +53,41 @@ class TopologyRequest(BaseModel):
         if not required and not preferred:
             return None
         return cls(required_level=required or None, preferred_level=preferred or None)
+
+    @classmethod
+    def from_pod_annotations(cls, annotations: dict[str, str]) -> TopologyRequest | None:
+        """A pod's request: voltpack's annotations when any is set, else Kueue's or KAI's.
+
+        Raises InvalidRequestError naming the annotation when a value is malformed.
+        """
+        if not any(annotations.get(name) for name in VOLTPACK_ANNOTATIONS):
+            return cls.from_annotations(annotations)
+        degrees: dict[str, int] = {}
+        for name, field in (
+            (VOLTPACK_TENSOR_PARALLEL, "tensor_parallel"),
+            (VOLTPACK_PIPELINE_PARALLEL, "pipeline_parallel"),
+        ):
+            text = annotations.get(name)
+            if not text:
+                continue
+            try:
+                degrees[field] = int(text)
+            except ValueError:
+                raise InvalidRequestError(
+                    f"annotation {name}={text!r} is not an integer"
+                ) from None
+        try:
+            return cls(
+                required_level=annotations.get(VOLTPACK_REQUIRED) or None,
+                preferred_level=annotations.get(VOLTPACK_PREFERRED) or None,
+                model=annotations.get(VOLTPACK_MODEL) or None,
+                **degrees,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = str(first["loc"][0]) if first["loc"] else "request"
+            name = {
+                "tensor_parallel": VOLTPACK_TENSOR_PARALLEL,
+                "pipeline_parallel": VOLTPACK_PIPELINE_PARALLEL,
+            }.get(field, field)
+            raise InvalidRequestError(f"annotation {name}: {first['msg']}") from None

@@ -1,5 +1,13 @@
 """Names voltpack uses on Kubernetes objects: scheduler name, labels, annotations, resources."""
 
+from voltpack.model.topology_request import (
+    VOLTPACK_MODEL,
+    VOLTPACK_PIPELINE_PARALLEL,
+    VOLTPACK_PREFERRED,
+    VOLTPACK_REQUIRED,
+    VOLTPACK_TENSOR_PARALLEL,
+)
+
 SCHEDULER_NAME = "voltpack"
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -33,3 +41,21 @@ of a ReplicaSet or StatefulSet count as inference and all others as throughput-b
 REQUEST_DRIVEN_OWNERS = ("ReplicaSet", "StatefulSet")
 MANUAL_CAP_ANNOTATION = "voltpack.io/manual-cap-w"
 """On a PowerBudget: a hand-set cap in watts (admin API); the domain is run at min(budget, cap)."""
+
+TOPOLOGY_REQUIRED_ANNOTATION = VOLTPACK_REQUIRED
+"""A gang's required topology level (a `Topology` level's node label or name)."""
+TOPOLOGY_PREFERRED_ANNOTATION = VOLTPACK_PREFERRED
+TRAINING_MODEL_ANNOTATION = VOLTPACK_MODEL
+"""A training model of the catalog: the gang's placement is chosen by predicted step time."""
+TENSOR_PARALLEL_ANNOTATION = VOLTPACK_TENSOR_PARALLEL
+PIPELINE_PARALLEL_ANNOTATION = VOLTPACK_PIPELINE_PARALLEL
+RDMA_PERCENT_ANNOTATION = "voltpack.io/rdma-percent"
+"""A share (0..100) of one RDMA NIC's bandwidth; also accepted as an extended resource."""
+RDMA_PERCENT_RESOURCE = "voltpack.io/rdma-percent"
+RANK_ANNOTATION = "voltpack.io/rank"
+"""Written by voltpack when binding a gang: the pod's rank (0..n-1, placement order); also a
+label on pods of gangs of two or more. Workers read it through the downward API (`RANK`)."""
+RANK_LABEL = RANK_ANNOTATION
+NICS_ANNOTATION = "voltpack.io/nics"
+"""Written by voltpack when binding a pod that got an RDMA NIC share: the NICs' names,
+comma-separated (the worker's `NCCL_IB_HCA`)."""

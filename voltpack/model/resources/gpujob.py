@@ -9,6 +9,27 @@ from pydantic import Field, model_validator
 from voltpack.model.resources.common import Condition, ResourceModel
 
 
+class GpuJobTopology(ResourceModel):
+    """Where the job's workers must or should stay, and the training job's parallelism.
+
+    Levels are named by a `Topology` level's node label or name; the whole gang is placed as
+    one unit (ranks in placement order). With a `model` from the training-model catalog, the
+    placement with the shortest predicted step time wins.
+    """
+
+    required_level: str | None = Field(
+        default=None, min_length=1, description="every worker in one domain of this level"
+    )
+    preferred_level: str | None = Field(
+        default=None, min_length=1, description="one domain of this level if possible"
+    )
+    model: str | None = Field(
+        default=None, min_length=1, description="a training model of the catalog, e.g. gpt-13b"
+    )
+    tensor_parallel: int = Field(default=1, ge=1, le=64)
+    pipeline_parallel: int = Field(default=1, ge=1, le=1024)
+
+
 class GpuJobSpec(ResourceModel):
     """What the job asks for; the controller creates `workers` pods from `template`."""
 
@@ -28,6 +49,12 @@ class GpuJobSpec(ResourceModel):
     queue: str = Field(default="default", min_length=1)
     priority: int = Field(default=0, ge=-1000, le=1000)
     preemptible: bool = False
+    topology: GpuJobTopology | None = Field(
+        default=None, description="topology request: levels and parallelism"
+    )
+    rdma_percent: int = Field(
+        default=0, ge=0, le=100, description="share of one RDMA NIC's bandwidth per worker"
+    )
 
     @model_validator(mode="after")
     def _check_gang(self) -> GpuJobSpec:
@@ -35,6 +62,16 @@ class GpuJobSpec(ResourceModel):
             raise ValueError(f"minWorkers={self.min_workers} exceeds workers={self.workers}")
         if self.gpu_milli is not None and self.gpus_per_worker != 1:
             raise ValueError("gpuMilli (a GPU share) needs gpusPerWorker: 1")
+        if self.topology is not None:
+            if self.gpu_milli is not None or self.gpus_per_worker == 0:
+                raise ValueError("topology needs workers that ask for whole GPUs (gpusPerWorker)")
+            model_parallel = self.topology.tensor_parallel * self.topology.pipeline_parallel
+            gpus = self.workers * self.gpus_per_worker
+            if gpus % model_parallel:
+                raise ValueError(
+                    f"topology.tensorParallel x topology.pipelineParallel = {model_parallel} "
+                    f"must divide workers x gpusPerWorker = {gpus}"
+                )
         return self
 
 
