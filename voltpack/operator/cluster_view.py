@@ -4,20 +4,29 @@ pending work, grouped into gangs."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from voltpack.model.errors import InvalidRequestError
+from voltpack.model.host_layout import HostLayout
 from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.topology_request import TopologyRequest
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.operator.conventions import (
     MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,
     SCHEDULER_NAME,
 )
-from voltpack.operator.translate import gpu_indices, node_from_k8s, pod_from_k8s, pod_key
+from voltpack.operator.translate import (
+    gpu_indices,
+    node_from_k8s,
+    pod_from_k8s,
+    pod_key,
+    pod_nics,
+)
 from voltpack.policies.strategy import pick_best_fit_gpus
+from voltpack.scheduler.nic_allocation import nic_for_gpus
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +46,25 @@ def _is_active(pod: dict[str, Any]) -> bool:
 
 
 def build_snapshot(
-    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]
+    nodes: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    layouts: Mapping[str, HostLayout] | None = None,
 ) -> ClusterSnapshot:
     """The cluster's free resources: node capacity minus every bound, still-running pod.
 
     Nodes are ordered by name, so the same cluster gives the same snapshot whatever order the
-    API listed it in.
+    API listed it in; `layouts` gives nodes their host layout (NVLink, NUMA, NICs), e.g. from
+    their GPUNode (a layout whose GPU count differs from the node's is left out).
     GPU shares go to the GPUs voltpack recorded on the pod; pods bound by someone else get the
-    best-fitting GPUs (what the device plugin would most likely have given them).
+    best-fitting GPUs (what the device plugin would most likely have given them). RDMA shares
+    go to the NICs voltpack recorded (`voltpack.io/nics`), else to the nearest NIC with room.
     """
-    ready = sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name)
+    ready = []
+    for node in sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name):
+        layout = (layouts or {}).get(node.name)
+        if layout is not None and layout.gpu_count == node.gpu_count:
+            node = node.model_copy(update={"layout": layout})
+        ready.append(node)
     snapshot = ClusterSnapshot.from_nodes(ready)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
@@ -59,20 +77,45 @@ def build_snapshot(
         try:
             request = pod_from_k8s(pod)
             gpus = gpu_indices(pod) or pick_best_fit_gpus(snapshot, node, request)
-            snapshot.allocate(node, request, gpus)
+            request, nics = _nics_of(snapshot, node, pod, request, gpus)
+            snapshot.allocate(node, request, gpus, nics)
         except InvalidRequestError as exc:
             log.warning("pod %s on %s not accounted: %s", pod_key(pod), node_name, exc)
     return snapshot
 
 
+def _nics_of(
+    snapshot: ClusterSnapshot, node: int, pod: dict[str, Any], request: Pod, gpus: tuple[int, ...]
+) -> tuple[Pod, tuple[int, ...]]:
+    """The NIC slot a bound pod's RDMA share is accounted on; a node without RDMA NICs (or
+    without a known layout) accounts no share."""
+    layout = snapshot.layouts[node]
+    if not request.rdma_percent:
+        return request, ()
+    if layout is None or not any(nic.is_rdma for nic in layout.nics):
+        return request.model_copy(update={"rdma_percent": 0}), ()
+    slots = {nic.name: slot for slot, nic in enumerate(layout.nics) if nic.is_rdma}
+    named = [slots[name] for name in pod_nics(pod) if name in slots]
+    free = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
+    if named and free[named[0]] >= request.rdma_percent:
+        return request, (named[0],)
+    choice = nic_for_gpus(layout, request, gpus, free)
+    return request, (() if choice.nic is None else (choice.nic,))
+
+
 def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
     """Unbound pods for voltpack, grouped by `voltpack.io/pod-group` (a pod alone otherwise).
+
+    A group's topology request comes from its members' annotations: voltpack's
+    (`voltpack.io/topology-required`, ...) or else Kueue's or KAI's (the first member's that has
+    one).
 
     Groups come out oldest first (by their first member's creation time), then by name.
     """
     work = PendingWork()
     members: dict[str, list[tuple[dict[str, Any], Pod]]] = {}
     minimum: dict[str, int] = {}
+    topology: dict[str, TopologyRequest] = {}
     for pod in pods:
         spec = pod.get("spec") or {}
         meta = pod["metadata"]
@@ -89,6 +132,13 @@ def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
             continue
         group = annotations.get(POD_GROUP_ANNOTATION)
         group_key = f"{meta.get('namespace', 'default')}/{group}" if group else key
+        try:
+            request_topology = TopologyRequest.from_pod_annotations(annotations)
+        except InvalidRequestError as exc:
+            work.held[key] = f"pod {key}: {exc}"
+            continue
+        if request_topology is not None:
+            topology.setdefault(group_key, request_topology)
         members.setdefault(group_key, []).append((pod, request))
         if group and MIN_MEMBERS_ANNOTATION in annotations:
             try:
@@ -121,6 +171,7 @@ def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
                 name=group_key,
                 pods=tuple(request for _, request in entries),
                 min_member=max(wanted, 1),
+                topology=topology.get(group_key),
             )
         )
     return work

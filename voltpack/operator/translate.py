@@ -18,6 +18,9 @@ from voltpack.operator.conventions import (
     GPU_MODEL_LABELS,
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
+    NICS_ANNOTATION,
+    RDMA_PERCENT_ANNOTATION,
+    RDMA_PERCENT_RESOURCE,
     SCHEDULER_NAME,
 )
 
@@ -73,6 +76,7 @@ def pod_from_k8s(pod: dict[str, Any]) -> Pod:
             )
         num_gpu = 1
     models = tuple(m for m in (annotations.get(GPU_MODELS_ANNOTATION) or "").split("|") if m)
+    rdma_percent = _rdma_percent(pod, key, annotations)
     try:
         return Pod(
             name=key,
@@ -82,9 +86,35 @@ def pod_from_k8s(pod: dict[str, Any]) -> Pod:
             gpu_milli=gpu_milli,
             gpu_models=models,
             priority=int(pod.get("spec", {}).get("priority") or 0),
+            rdma_percent=rdma_percent,
         )
     except ValidationError as exc:
         raise InvalidRequestError(str(exc.errors()[0]["msg"])) from None
+
+
+def _rdma_percent(pod: dict[str, Any], key: str, annotations: dict[str, str]) -> int:
+    """The pod's share of one RDMA NIC: the annotation, else the extended resource; 0 without."""
+    text = annotations.get(RDMA_PERCENT_ANNOTATION)
+    if text is not None:
+        where = f"pod {key}: annotation {RDMA_PERCENT_ANNOTATION}={text!r}"
+        try:
+            value = Decimal(text.strip())
+        except ArithmeticError:
+            raise InvalidRequestError(f"{where} is not an integer") from None
+    else:
+        value = _sum_resource(pod, RDMA_PERCENT_RESOURCE, key)
+        where = f"pod {key}: resource {RDMA_PERCENT_RESOURCE}={value}"
+    if value != value.to_integral_value() or not 0 <= value <= 100:
+        raise InvalidRequestError(
+            f"{where} is not a share of one RDMA NIC's bandwidth; use an integer in 0..100"
+        )
+    return int(value)
+
+
+def pod_nics(pod: dict[str, Any]) -> tuple[str, ...]:
+    """Names of the NICs voltpack recorded on a pod before binding it (may be empty)."""
+    text = (pod["metadata"].get("annotations") or {}).get(NICS_ANNOTATION) or ""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def gpu_indices(pod: dict[str, Any]) -> tuple[int, ...] | None:
