@@ -23,7 +23,7 @@ from voltpack.model.topology_request import (
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.perf.training_models import Parallelism, default_training_models
 from voltpack.policies.registry import make_strategy
-from voltpack.policies.topology.placers import StepTimePlacer
+from voltpack.policies.topology.placers import KAI, KUEUE, StepTimePlacer
 from voltpack.policies.topology.step_model import gang_step_model, step_model_for_group
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.gang_topology import TopologyPlacement, place_gang
@@ -141,27 +141,35 @@ def test_predicted_step_and_ideal_appear_in_the_reason() -> None:
     assert "predicted step" in outcome.decision.reason and "ideal" in outcome.decision.reason
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=90, deadline=None)
 @given(
     used=st.lists(st.integers(0, 8), min_size=8, max_size=8),
     pods=st.integers(1, 10),
     gpus=st.sampled_from([1, 2, 4, 8]),
     required=st.sampled_from([None, 0, 1]),
+    placer=st.sampled_from(["voltpack", "kueue", "kai"]),
 )
 def test_a_gang_is_placed_whole_or_not_at_all_and_never_crosses_its_required_level(
-    used: list[int], pods: int, gpus: int, required: int | None
+    used: list[int], pods: int, gpus: int, required: int | None, placer: str
 ) -> None:
     snapshot, topology, _ = cluster()
     for row, count in enumerate(used):
         if count:
             snapshot.allocate(row, gang(f"u{row}", 1, count).pods[0], list(range(count)))
     before = snapshot.gpu_free_milli.copy()
-    outcome = place_gang(
-        snapshot, topology, gang("g", pods, gpus), StepTimePlacer(), required_level=required
-    )
+    slots = (before == 1000).sum(axis=1) // gpus
+    chosen = {"voltpack": StepTimePlacer(), "kueue": KUEUE, "kai": KAI}[placer]
+    outcome = place_gang(snapshot, topology, gang("g", pods, gpus), chosen, required_level=required)
     placed = outcome.decision.placements
     if not outcome.decision.placed:
         assert placed == () and (snapshot.gpu_free_milli == before).all()
+        if placer == "voltpack":  # voltpack refuses only a gang that cannot fit
+            room = (
+                slots.sum()
+                if required is None
+                else np.bincount(topology.domain[required], weights=slots).max()
+            )
+            assert room < pods
         return
     assert len(placed) == pods
     rows = [snapshot.node_index(p.node) for p in placed]

@@ -99,7 +99,10 @@ def _nics_of(
     free = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
     if named and free[named[0]] >= request.rdma_percent:
         return request, (named[0],)
-    choice = nic_for_gpus(layout, request, gpus, free)
+    try:
+        choice = nic_for_gpus(layout, request, gpus, free)
+    except InvalidRequestError:  # every NIC full: keep the pod's GPUs accounted all the same
+        return request.model_copy(update={"rdma_percent": 0}), ()
     return request, (() if choice.nic is None else (choice.nic,))
 
 
