@@ -28,8 +28,10 @@ Clusters Using Megatron-LM" (SC'21, here SC21):
 - **Data parallelism.** Ring all-reduce of the gradients of parameters / (t·p) at
   `GRADIENT_BYTES` bytes each over the data group's link. Assumption: it overlaps the
   backward pass of the last micro-batch (PyTorch DDP buckets, Megatron's
-  `--overlap-grad-reduce`); only the remainder is exposed. (SC21's larger runs did not
-  overlap; for those points the all-reduce is under 2 % of a step.)
+  `--overlap-grad-reduce`); only the remainder is exposed. A run that does not overlap
+  (Megatron's default: `--overlap-grad-reduce` is off unless passed) is predicted with
+  `overlap_data_parallel=False`, which exposes the whole all-reduce. (SC21's larger runs did
+  not overlap; for those points the all-reduce is under 2 % of a step.)
 
 Not modelled: the optimizer step, data loading, the embedding's all-reduce between first and
 last pipeline stage, stage imbalance from the embedding and logit layers, ZeRO/FSDP sharding.
@@ -233,9 +235,17 @@ def _check_fits(model: TrainingModel, parallelism: Parallelism) -> None:
 
 
 def predict_step_time(
-    model: TrainingModel, parallelism: Parallelism, sku: GpuSku, links: GroupLinks
+    model: TrainingModel,
+    parallelism: Parallelism,
+    sku: GpuSku,
+    links: GroupLinks,
+    overlap_data_parallel: bool = True,
 ) -> StepTime:
-    """Predicted time of one optimizer step of `model` on `sku` GPUs placed as `links` says."""
+    """Predicted time of one optimizer step of `model` on `sku` GPUs placed as `links` says.
+
+    `overlap_data_parallel` False: the gradient all-reduce starts after the last backward
+    pass and is exposed in full (a run without Megatron's `--overlap-grad-reduce`).
+    """
     _check_fits(model, parallelism)
     t, p, d, v = (
         parallelism.tensor,
@@ -267,7 +277,7 @@ def predict_step_time(
     gradient_bytes = model.parameter_count / (t * p) * GRADIENT_BYTES
     all_reduce_s = ring_all_reduce_s(gradient_bytes, d, links.data)
     backward_share = (_forward_passes(model) - 1) / _forward_passes(model)
-    overlap_window_s = compute_s / m * backward_share
+    overlap_window_s = compute_s / m * backward_share if overlap_data_parallel else 0.0
     data_comm_s = max(0.0, all_reduce_s - overlap_window_s)
 
     total_s = compute_s + tensor_comm_s + pipeline_comm_s + bubble_s + data_comm_s
