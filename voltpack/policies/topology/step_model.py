@@ -10,14 +10,14 @@ import numpy as np
 
 from voltpack.model.decision import Placement
 from voltpack.model.gpu_sku import GpuSku, default_catalog
-from voltpack.model.host_layout import HostLayout, NicDistance
+from voltpack.model.host_layout import HostLayout
+from voltpack.model.resources.topology import TopologySpec
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.topology import ClusterTopology
 from voltpack.model.workload import PodGroup
 from voltpack.perf.links import PerfModelError
-from voltpack.perf.placement_links import FALLBACK_NIC
 from voltpack.perf.placement_links import placement_links as links_of
-from voltpack.perf.step_time import StepTime, ideal_links, predict_step_time
+from voltpack.perf.step_time import StepTime, predict_step_time
 from voltpack.perf.training_models import Parallelism, TrainingModel, default_training_models
 
 
@@ -41,25 +41,25 @@ class TopologyStepModel:
         return self.predict(rank_nodes, rank_gpus).total_s
 
     def ideal_s(self) -> float:
-        """Seconds per step on the best placement the cluster's usual host could give: tensor
-        groups on NVLink, every node under one leaf, NICs aligned."""
+        """Seconds per step on the best placement the cluster's usual host could give: ranks
+        packed in order onto as few such hosts as hold the job, every host under one leaf."""
         if self._ideal_s is None:
             host = _usual_host(self.topology.hosts)
-            rdma = [nic for nic in host.nics if nic.is_rdma] or list(host.nics)
-            nic_class, rate = (
-                (rdma[0].nic_class, min(n.line_rate_gbit_s for n in rdma)) if rdma else FALLBACK_NIC
+            per_host = max(1, host.gpu_count)
+            world = self.parallelism.world_size
+            names = [f"ideal-{i}" for i in range(-(-world // per_host))]
+            spec = TopologySpec(levels=list(self.topology.levels), nvlink_clique_label=None)
+            together = {level.node_label: "one" for level in self.topology.levels}
+            ideal = ClusterTopology.from_labels(
+                spec, names, dict.fromkeys(names, together), hosts=dict.fromkeys(names, host)
             )
-            links = ideal_links(
-                self.sku,
-                self.parallelism,
-                gpus_per_node=max(1, host.gpu_count),
-                nic_class=nic_class,
-                line_rate_gbit_s=rate,
-                nics_per_node=max(1, len(rdma)),
-                alignment=NicDistance.SAME_PCIE_SWITCH,
-            )
-            self._ideal_s = predict_step_time(self.model, self.parallelism, self.sku, links).total_s
+            ranks = np.arange(world, dtype=np.int64)
+            self._ideal_s = self._step_on(ideal, ranks // per_host, ranks % per_host)
         return self._ideal_s
+
+    def _step_on(self, topology: ClusterTopology, nodes: IntArray, gpus: IntArray) -> float:
+        links = links_of(topology, nodes, gpus, self.parallelism, self.sku)
+        return predict_step_time(self.model, self.parallelism, self.sku, links).total_s
 
 
 def _usual_host(hosts: Sequence[HostLayout]) -> HostLayout:
