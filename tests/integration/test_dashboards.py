@@ -12,7 +12,9 @@
      scrapes, GPU 5 lost (unhealthy);
    * gpu-node-1: 4 A100-80GB at full utilization (power above 90 % of the limits), whose agent
      exports a last-sample timestamp two minutes old (stale telemetry);
-   * a target nothing listens on (an agent that is down).
+   * a target nothing listens on (an agent that is down);
+   * the operator scheduling pods on both nodes, one pod pending, and a two-pod training gang
+     (gpt-1.3b) placed through a one-level `Topology`: its predicted step slowdown.
 3. `promtool check rules` and `promtool test rules` (`voltpack-alerts.test.yaml`) on the rules
    file extracted from the PrometheusRule's `spec`.
 """
@@ -214,6 +216,22 @@ def scheduling_operator() -> Iterator[Operator]:
                 },
             },
         )  # fmt: skip
+        # a Topology (one level: the host) and a training gang placed by predicted step time:
+        # the step-slowdown panel
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            "voltpack.io", "v1alpha1", "topologies",
+            {
+                "apiVersion": "voltpack.io/v1alpha1",
+                "kind": "Topology",
+                "metadata": {"name": "hosts"},
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname", "name": "host"}]},
+            },
+        )  # fmt: skip
+        training = {"voltpack.io/pod-group": "train", "voltpack.io/training-model": "gpt-1.3b"}
+        for index in range(2):
+            core.create_namespaced_pod(
+                "default", pod_manifest(f"train-{index}", gpus=1, annotations=training)
+            )
         for index, gpus in enumerate([1, 2, 4, 16]):  # 16 GPUs fit nowhere: stays pending
             core.create_namespaced_pod("default", pod_manifest(f"w-{index}", gpus=gpus))
         core.create_namespaced_pod(
@@ -231,7 +249,7 @@ def scheduling_operator() -> Iterator[Operator]:
         thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
         thread.start()
         deadline = time.monotonic() + 30
-        while operator.stats.bound < 4 or operator.metrics is None:
+        while operator.stats.bound < 6 or operator.metrics is None:
             assert time.monotonic() < deadline, "the operator did not bind the fitting pods"
             time.sleep(0.05)
         try:

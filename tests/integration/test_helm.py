@@ -249,6 +249,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
     "list_node": ("", "nodes", {"list", "watch"}),
     "list_pod_for_all_namespaces": ("", "pods", {"list", "watch"}),
     "create_namespaced_pod": ("", "pods", {"create"}),
+    "patch_namespaced_pod": ("", "pods", {"patch"}),
     "delete_namespaced_pod": ("", "pods", {"delete"}),
     "create_namespaced_binding": ("", "pods/binding", {"create"}),
     "create_namespaced_event": ("", "events", {"create"}),
@@ -267,9 +268,10 @@ CUSTOM_CALLS = {
     "patch_namespaced_custom_object_status": {"patch"},
 }
 CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
+OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies"}
 OPERATOR_MODULES = [
     "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
-    "job_history",
+    "job_history", "topology_view",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.
@@ -305,11 +307,11 @@ def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
                 # the plural: the first literal or PLURAL among the call's arguments
                 arguments = source[match.end() : match.end() + 160]
                 plural = re.search(
-                    r'"(gpujobs|gpunodes|queues|powerbudgets)"|\bPLURAL\b', arguments
+                    r'"(gpujobs|gpunodes|queues|powerbudgets|topologies)"|\bPLURAL\b', arguments
                 )
                 assert plural, f"{module}.{call}: no plural found in {arguments!r}"
                 resource = plural[1] or (constant[1] if constant else "")
-                assert resource in CUSTOM_PLURALS, (module, call, resource)
+                assert resource in OPERATOR_PLURALS, (module, call, resource)
                 suffix = "/status" if call.endswith("_status") else ""
                 used |= {("voltpack.io", resource + suffix, verb) for verb in CUSTOM_CALLS[call]}
             else:
@@ -493,7 +495,7 @@ def example_resources() -> list[tuple[str, dict[str, Any]]]:
 def test_every_example_resource_matches_its_crd() -> None:
     examples = example_resources()
     kinds = {doc["kind"] for _, doc in examples}
-    assert kinds == {"GPUJob", "Queue", "PowerBudget", "GPUNode"}
+    assert kinds == {"GPUJob", "Queue", "PowerBudget", "GPUNode", "Topology"}
     assert any(source == "README.md" for source, _ in examples)
     for source, doc in examples:
         validator = crd_validators()[(doc["apiVersion"], doc["kind"])]

@@ -147,3 +147,23 @@ def test_crd_files_are_valid_yaml_crds() -> None:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         assert document["kind"] == "CustomResourceDefinition"
         assert document["spec"]["versions"][0]["subresources"] == {"status": {}}
+
+
+def test_a_job_with_a_topology_request_validates_and_a_bad_degree_is_refused() -> None:
+    job = {
+        **GOOD_JOB,
+        "spec": {
+            **GOOD_JOB["spec"],
+            "rdmaPercent": 25,
+            "topology": {"requiredLevel": "leaf", "model": "gpt-13b", "tensorParallel": 8},
+        },
+    }
+    jsonschema.validate(job, schema_of("GPUJob"))
+    assert GpuJobSpec.model_validate(job["spec"]).topology is not None
+    bad = {**job, "spec": {**job["spec"], "topology": {"tensorParallel": 0}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema_of("GPUJob"))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {**job, "spec": {**job["spec"], "rdmaPercent": 101}}, schema_of("GPUJob")
+        )

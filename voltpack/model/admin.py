@@ -53,6 +53,10 @@ class WorkerView(_View):
     gpus: list[int] = Field(default_factory=list)
     phase: str
     pending_reason: str | None = None
+    rank: int | None = None
+    """The pod's rank in its gang (placement order), once bound."""
+    nics: list[str] = Field(default_factory=list)
+    """RDMA NICs the pod got a share of."""
 
 
 class JobView(_View):
@@ -67,6 +71,9 @@ class JobView(_View):
     gpus_requested: float
     workers: list[WorkerView]
     pending_reason: str | None = None
+    placement_reason: str | None = None
+    """Why the gang was placed where it is, when voltpack recorded it (topology-placed gangs:
+    the domain, and the predicted step time against the ideal)."""
 
 
 class QueueView(_View):

@@ -73,9 +73,7 @@ class TopologyRequest(BaseModel):
             try:
                 degrees[field] = int(text)
             except ValueError:
-                raise InvalidRequestError(
-                    f"annotation {name}={text!r} is not an integer"
-                ) from None
+                raise InvalidRequestError(f"annotation {name}={text!r} is not an integer") from None
         try:
             return cls(
                 required_level=annotations.get(VOLTPACK_REQUIRED) or None,

@@ -40,7 +40,9 @@ from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
     MANUAL_CAP_ANNOTATION,
+    PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
+    RANK_ANNOTATION,
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import QueueContext, plan_cycle
@@ -49,7 +51,7 @@ from voltpack.operator.policy_reload import POLICY_KEY
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.power_objects import action_of
 from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
-from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
+from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key, pod_nics
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.power.ladder import GpuSetting
 from voltpack.policies.registry import make_strategy
@@ -282,6 +284,17 @@ class KubeAdminSource:
         objects = self._objects()
         snapshot = build_snapshot(objects.nodes, objects.pods)
         work = pending_work(objects.pods)
+        # gangs with a topology request are placed by the operator's topology placement, which
+        # the dry run does not rebuild: they are reported as staying pending, not placed pod by pod
+        previewed = [group for group in work.groups if group.topology is None]
+        for group in work.groups:
+            if group.topology is not None:
+                for member in group.pods:
+                    work.held[member.name] = (
+                        f"gang {group.name}: topology-aware placement is not previewed by the "
+                        "dry run"
+                    )
+        work.groups = previewed
         strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
         scheduler = Scheduler.with_random_ranks(
             strategy, snapshot.node_count, np.random.default_rng(0)
@@ -534,6 +547,18 @@ class KubeAdminSource:
                     pending_reason=next((w for w in waiting if w), "waiting to be scheduled")
                     if waiting
                     else None,
+                    placement_reason=next(
+                        (
+                            text
+                            for pod in pods
+                            if (
+                                text := (pod["metadata"].get("annotations") or {}).get(
+                                    PLACEMENT_REASON_ANNOTATION
+                                )
+                            )
+                        ),
+                        None,
+                    ),
                 )
             )
         return views
@@ -622,10 +647,13 @@ def _worker_view(pod: dict[str, Any], reasons: dict[str, str]) -> WorkerView:
     status = pod.get("status") or {}
     node = spec.get("nodeName")
     reason = None if node else reasons.get(pod_key(pod), "waiting for the next cycle")
+    rank = (pod["metadata"].get("annotations") or {}).get(RANK_ANNOTATION)
     return WorkerView(
         pod=pod_key(pod),
         node=node,
         gpus=list(gpu_indices(pod) or ()),
         phase=str(status.get("phase") or "Pending"),
         pending_reason=reason,
+        rank=int(rank) if node and rank and rank.isdigit() else None,
+        nics=list(pod_nics(pod)) if node else [],
     )

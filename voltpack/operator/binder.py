@@ -12,7 +12,13 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 
 from voltpack.model.decision import Placement
-from voltpack.operator.conventions import GPU_INDICES_ANNOTATION, SCHEDULER_NAME
+from voltpack.operator.conventions import (
+    GPU_INDICES_ANNOTATION,
+    NICS_ANNOTATION,
+    RANK_ANNOTATION,
+    RANK_LABEL,
+    SCHEDULER_NAME,
+)
 from voltpack.operator.kube import api_message, call_json
 
 log = logging.getLogger(__name__)
@@ -23,6 +29,17 @@ def _split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
+def binding_annotations(placement: Placement, rank: int) -> dict[str, str]:
+    """What voltpack records on a pod with its binding: GPUs, rank, and NICs if it got any."""
+    written = {
+        GPU_INDICES_ANNOTATION: ",".join(str(g) for g in placement.gpu_indices),
+        RANK_ANNOTATION: str(rank),
+    }
+    if placement.nics:
+        written[NICS_ANNOTATION] = ",".join(placement.nics)
+    return written
+
+
 def bind_gang(
     core: CoreV1Api,
     placements: Sequence[Placement],
@@ -31,23 +48,32 @@ def bind_gang(
 ) -> dict[str, str]:
     """Bind every pod of a gang; return the failures by pod.
 
-    One request per pod: the Binding carries the pod's GPU indices as an annotation, which the
-    API server copies onto the pod together with the node name, so a pod is never bound
-    without its GPUs recorded. With `uids`, a pod deleted and re-created under the same name
-    since the snapshot is not bound (UID precondition). A binding that fails after others of
-    the gang succeeded (the pod was deleted or bound elsewhere meanwhile) is reported; the next
-    cycle sees the cluster as it is. `annotations` are written on every pod with the binding.
+    One request per pod: the Binding carries the pod's GPU indices, its rank (its position in
+    `placements`) and its NICs as annotations, which the API server copies onto the pod
+    together with the node name, so a pod is never bound without them recorded. In a gang of
+    two or more pods, each pod first gets its rank as a label too (a patch; an API server does
+    not copy a Binding's labels). With `uids`, a pod deleted and re-created under the same name
+    since the snapshot is neither labelled nor bound (UID precondition). A binding that fails
+    after others of the gang succeeded (the pod was deleted or bound elsewhere meanwhile) is
+    reported; the next cycle sees the cluster as it is. `annotations` are written on every pod
+    with the binding.
     """
     failures: dict[str, str] = {}
-    for placement in placements:
+    for rank, placement in enumerate(placements):
         namespace, name = _split(placement.pod)
+        if len(placements) > 1:
+            patch: dict[str, Any] = {"metadata": {"labels": {RANK_LABEL: str(rank)}}}
+            if uids and placement.pod in uids:
+                patch["metadata"]["uid"] = uids[placement.pod]
+            try:
+                call_json(core.patch_namespaced_pod, name, namespace, patch)
+            except Exception as error:
+                failures[placement.pod] = f"rank label not written: {api_message(error)}"
+                continue
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
-            "annotations": {
-                **(annotations or {}),
-                GPU_INDICES_ANNOTATION: ",".join(str(g) for g in placement.gpu_indices),
-            },
+            "annotations": {**(annotations or {}), **binding_annotations(placement, rank)},
         }
         if uids and placement.pod in uids:
             metadata["uid"] = uids[placement.pod]

@@ -60,11 +60,10 @@ def build_snapshot(
     go to the NICs voltpack recorded (`voltpack.io/nics`), else to the nearest NIC with room.
     """
     ready = []
-    for node in sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name):
-        layout = (layouts or {}).get(node.name)
-        if layout is not None and layout.gpu_count == node.gpu_count:
-            node = node.model_copy(update={"layout": layout})
-        ready.append(node)
+    for empty in sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name):
+        layout = (layouts or {}).get(empty.name)
+        fits = layout is not None and layout.gpu_count == empty.gpu_count
+        ready.append(empty.model_copy(update={"layout": layout}) if fits else empty)
     snapshot = ClusterSnapshot.from_nodes(ready)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")

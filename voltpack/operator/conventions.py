@@ -59,3 +59,7 @@ RANK_LABEL = RANK_ANNOTATION
 NICS_ANNOTATION = "voltpack.io/nics"
 """Written by voltpack when binding a pod that got an RDMA NIC share: the NICs' names,
 comma-separated (the worker's `NCCL_IB_HCA`)."""
+PREDICTED_STEP_ANNOTATION = "voltpack.io/predicted-step-seconds"
+"""Written by voltpack when binding a training gang placed by step time: the predicted step
+time of its placement (with `voltpack.io/ideal-step-seconds`, the ideal placement's)."""
+IDEAL_STEP_ANNOTATION = "voltpack.io/ideal-step-seconds"

@@ -17,11 +17,19 @@ from voltpack.operator.conventions import (
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
     MIN_MEMBERS_ANNOTATION,
+    NICS_ANNOTATION,
+    PIPELINE_PARALLEL_ANNOTATION,
     PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     QUEUE_ANNOTATION,
+    RANK_ANNOTATION,
+    RDMA_PERCENT_ANNOTATION,
     SCHEDULER_NAME,
+    TENSOR_PARALLEL_ANNOTATION,
+    TOPOLOGY_PREFERRED_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+    TRAINING_MODEL_ANNOTATION,
 )
 from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.operator.translate import gpu_indices
@@ -56,6 +64,7 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
         annotations[GPU_MILLI_ANNOTATION] = str(spec.gpu_milli)
     if spec.gpu_models:
         annotations[GPU_MODELS_ANNOTATION] = "|".join(spec.gpu_models)
+    annotations.update(_topology_annotations(spec))
     pod_spec = template.get("spec") or {}
     pod_spec["schedulerName"] = SCHEDULER_NAME
     if spec.priority:
@@ -65,6 +74,8 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
     if spec.gpus_per_worker and spec.gpu_milli is None:
         resources = containers[0].setdefault("resources", {})
         resources.setdefault("limits", {})[GPU_RESOURCE] = str(spec.gpus_per_worker)
+    for container in containers:
+        _add_worker_env(container, spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -85,6 +96,46 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
         },
         "spec": pod_spec,
     }
+
+
+def _topology_annotations(spec: GpuJobSpec) -> dict[str, str]:
+    """The job's topology request and NIC share as the pod annotations the scheduler reads."""
+    written: dict[str, str] = {}
+    if spec.rdma_percent:
+        written[RDMA_PERCENT_ANNOTATION] = str(spec.rdma_percent)
+    request = spec.topology
+    if request is None:
+        return written
+    for name, value in (
+        (TOPOLOGY_REQUIRED_ANNOTATION, request.required_level),
+        (TOPOLOGY_PREFERRED_ANNOTATION, request.preferred_level),
+        (TRAINING_MODEL_ANNOTATION, request.model),
+    ):
+        if value:
+            written[name] = value
+    written[TENSOR_PARALLEL_ANNOTATION] = str(request.tensor_parallel)
+    written[PIPELINE_PARALLEL_ANNOTATION] = str(request.pipeline_parallel)
+    return written
+
+
+def _from_annotation(annotation: str) -> dict[str, Any]:
+    return {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}
+
+
+def _add_worker_env(container: dict[str, Any], spec: GpuJobSpec) -> None:
+    """`RANK` and `NCCL_IB_HCA` through the downward API (the kubelet reads the annotations
+    voltpack wrote at binding when the container starts), `WORLD_SIZE` as a value; variables
+    the template already sets are left alone."""
+    env = list(container.get("env") or [])
+    present = {entry.get("name") for entry in env}
+    wanted: list[dict[str, Any]] = [
+        {"name": "RANK", "valueFrom": _from_annotation(RANK_ANNOTATION)},
+        {"name": "WORLD_SIZE", "value": str(spec.workers)},
+    ]
+    if spec.rdma_percent:
+        wanted.append({"name": "NCCL_IB_HCA", "valueFrom": _from_annotation(NICS_ANNOTATION)})
+    env.extend(entry for entry in wanted if entry["name"] not in present)
+    container["env"] = env
 
 
 def owning_job(pod: dict[str, Any]) -> dict[str, Any] | None:

@@ -19,6 +19,11 @@ from prometheus_client.registry import Collector
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
+from voltpack.operator.conventions import (
+    IDEAL_STEP_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    PREDICTED_STEP_ANNOTATION,
+)
 from voltpack.operator.power_metrics import PowerCollector
 from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
 
@@ -37,6 +42,8 @@ class ClusterFigures:
     updated_at_s: float = 0.0
     domain_budgets_w: dict[str, float] = field(default_factory=dict)
     domain_nodes: dict[str, list[str]] = field(default_factory=dict)
+    job_step_slowdown: dict[str, float] = field(default_factory=dict)
+    """Per placed training gang (`namespace/group`), predicted over ideal step time."""
 
 
 def cluster_figures(
@@ -137,6 +144,14 @@ class OperatorCollector(Collector):
                 members.add_metric([domain, node], 1.0)
         yield budgets
         yield members
+        slowdown = GaugeMetricFamily(
+            "voltpack_job_predicted_step_slowdown_ratio",
+            "Predicted step time of a topology-placed training job over its ideal placement's.",
+            labels=["gang"],
+        )
+        for job, ratio in sorted(figures.job_step_slowdown.items()):
+            slowdown.add_metric([job], ratio)
+        yield slowdown
         yield GaugeMetricFamily(
             "voltpack_cluster_gpu_fragmentation_gpus",
             "Expected idle GPU capacity the current workload's pod shapes cannot use.",
@@ -164,6 +179,31 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+def step_slowdowns(pods: list[dict[str, Any]]) -> dict[str, float]:
+    """Predicted over ideal step time per gang, from what voltpack wrote on its bound, still
+    active pods (so a job's series goes when its pods go, and survives a failover)."""
+    ratios: dict[str, float] = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        annotations = meta.get("annotations") or {}
+        if PREDICTED_STEP_ANNOTATION not in annotations or not (pod.get("spec") or {}).get(
+            "nodeName"
+        ):
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        try:
+            predicted = float(annotations[PREDICTED_STEP_ANNOTATION])
+            ideal = float(annotations.get(IDEAL_STEP_ANNOTATION, ""))
+        except ValueError:
+            continue
+        if not (ideal > 0 and predicted > 0):
+            continue
+        group = annotations.get(POD_GROUP_ANNOTATION) or meta["name"]
+        ratios[f"{meta.get('namespace') or 'default'}/{group}"] = predicted / ideal
+    return ratios
 
 
 def now_s() -> float:

@@ -21,12 +21,13 @@ from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObj
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
-from voltpack.operator.binder import bind_gang, record_event
+from voltpack.operator.binder import bind_gang, binding_annotations, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
-    GPU_INDICES_ANNOTATION,
+    IDEAL_STEP_ANNOTATION,
     PLACEMENT_REASON_ANNOTATION,
+    PREDICTED_STEP_ANNOTATION,
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
@@ -40,10 +41,17 @@ from voltpack.operator.metrics import (
     cluster_figures,
     now_s,
     power_domains,
+    step_slowdowns,
 )
 from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
+from voltpack.operator.topology_view import (
+    TopologyStatusWriter,
+    hold_topology_gangs,
+    make_placer,
+    topology_cycle,
+)
 from voltpack.operator.training_rounds import carry_out_move
 from voltpack.operator.translate import pod_from_k8s, pod_key
 from voltpack.policies.fair_share import make_ordering
@@ -133,6 +141,8 @@ class Operator:
                 API_GROUP, API_VERSION, "queues", **kwargs
             ),
         )
+        self.topology_writer = TopologyStatusWriter(custom)
+        self.topologies = ResourceCache("topologies", self.topology_writer.list_function)
         self.queue_writer = QueueWriter(self.core, custom, self.queues, self.pods)
         queueing = config.policy.spec.queueing
         self._ordering = make_ordering(queueing.ordering, queueing.params)
@@ -200,10 +210,11 @@ class Operator:
         self.jobs.start(stop)
         self.budgets.start(stop)
         self.queues.start(stop)
+        self.topologies.start(stop)
+        self.gpunodes.start(stop)
         power_stop = threading.Event()  # set before the Lease is given up
         power: threading.Thread | None = None
         if self.power_loop is not None:
-            self.gpunodes.start(stop)
             power = threading.Thread(
                 target=self.power_loop.run,
                 args=(power_stop, self.elector.is_leader),
@@ -320,7 +331,11 @@ class Operator:
         started = time.perf_counter()
         nodes = self.nodes.items()
         pods = self.pods.items()
-        snapshot = build_snapshot(nodes, pods)
+        topology_objects = self.topologies.items()
+        topo = topology_cycle(
+            topology_objects, self.gpunodes.items(), nodes, self.policy.spec.topology
+        )
+        snapshot = build_snapshot(nodes, pods, topo.layouts)
         if self.power_loop is not None:
             snapshot.power = self.power_loop.headroom(snapshot)
         if snapshot.node_names != self._node_names or self._scheduler is None:
@@ -329,7 +344,13 @@ class Operator:
                 self._strategy, snapshot.node_count, rank_rng
             )
             self._node_names = snapshot.node_names
+        self._scheduler.topology = topo.placement(
+            snapshot.node_names, nodes, make_placer(self.policy.spec.topology.placer)
+        )
         work = pending_work(pods)
+        topology_gangs = {group.name for group in work.groups if group.topology is not None}
+        if self._scheduler.topology is None:
+            work = hold_topology_gangs(work)
         before = snapshot.copy() if self.metrics is not None else None
         queue_objects = self.queues.items()
         tree = queue_tree(queue_objects)
@@ -358,6 +379,7 @@ class Operator:
             self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
                 self.budgets.items(), nodes
             )
+            self.figures.job_step_slowdown = step_slowdowns(pods)
             self._figures_due = time.monotonic() + 1.0
         if not self.elector.is_leader():
             return plan
@@ -375,11 +397,21 @@ class Operator:
         for eviction in plan.evictions:
             self.queue_writer.evict(eviction, by_key)
             self.stats.evicted_gangs += 1
-        allocated = {  # pod -> why the allocation chose its model
+        self.topology_writer.write(topology_objects, topo.statuses)
+        allocated = {  # pod -> why the allocation (or the topology placement) chose this
             placement.pod: decision.reason
             for decision in plan.decisions
-            if decision.placed and decision.subject in hetero.choices
+            if decision.placed
+            and (decision.subject in hetero.choices or decision.subject in topology_gangs)
             for placement in decision.placements
+        }
+        step_times = {
+            decision.placements[0].pod: (decision.predicted_step_s, decision.ideal_step_s)
+            for decision in plan.decisions
+            if decision.placed
+            and decision.placements
+            and decision.predicted_step_s is not None
+            and decision.ideal_step_s is not None
         }
         for gang in plan.gangs:
             if not self.elector.is_leader():
@@ -390,7 +422,11 @@ class Operator:
                 if p.pod in by_key and by_key[p.pod]["metadata"].get("uid")
             }
             reason = allocated.get(gang[0].pod) if gang else None
-            annotations = {PLACEMENT_REASON_ANNOTATION: reason} if reason else None
+            annotations = {PLACEMENT_REASON_ANNOTATION: reason} if reason else {}
+            if gang and gang[0].pod in step_times:
+                predicted, ideal = step_times[gang[0].pod]
+                annotations[PREDICTED_STEP_ANNOTATION] = f"{predicted:.6g}"
+                annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
             failures = bind_gang(self.core, gang, uids, annotations)
             self.stats.bind_failures += len(failures)
             if reason and not failures:
@@ -398,15 +434,14 @@ class Operator:
                 if job is not None:
                     record_event(self.core, job, "Scheduled", reason, kind="Normal")
                     self.stats.events += 1
-            for placement in gang:
+            for rank, placement in enumerate(gang):
                 if placement.pod in failures:
                     plan.unplaced[placement.pod] = failures[placement.pod]
                     continue
                 self.stats.bound += 1
                 self._last_event.pop(placement.pod, None)
-                self._assume_bound(
-                    by_key.get(placement.pod), placement.node, placement.gpu_indices, annotations
-                )
+                written = {**annotations, **binding_annotations(placement, rank)}
+                self._assume_bound(by_key.get(placement.pod), placement.node, written)
         for key, reason in plan.unplaced.items():
             pod = by_key.get(key)
             if pod is not None and self._last_event.get(key) != reason:
@@ -452,14 +487,9 @@ class Operator:
                     pending_created.append(created)
         return cluster_figures(snapshot, workload, pending_created, now_s(), duration_s)
 
-    def _assume_bound(
-        self,
-        pod: dict[str, Any] | None,
-        node: str,
-        gpus: tuple[int, ...],
-        written: dict[str, str] | None = None,
-    ) -> None:
-        """The pod in the cache as the binding made it (node, GPUs, `written` annotations).
+    def _assume_bound(self, pod: dict[str, Any] | None, node: str, written: dict[str, str]) -> None:
+        """The pod in the cache as the binding made it (node, `written` annotations: GPUs,
+        rank, NICs, reasons).
 
         Not when the watch has already reported the pod bound: that version is newer than
         the one the cycle started from (e.g. already Running, with its startTime).
@@ -471,8 +501,7 @@ class Operator:
             return
         pod.setdefault("spec", {})["nodeName"] = node
         annotations = pod["metadata"].setdefault("annotations", {}) or {}
-        annotations.update(written or {})
-        annotations[GPU_INDICES_ANNOTATION] = ",".join(str(g) for g in gpus)
+        annotations.update(written)
         pod["metadata"]["annotations"] = annotations
         self.pods.assume(pod)
 

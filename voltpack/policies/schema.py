@@ -172,6 +172,20 @@ class AllocationSpec(_Strict):
         return self.policy is not None
 
 
+class TopologyPolicySpec(_Strict):
+    """How the operator places gangs with a topology request (docs/topology.md)."""
+
+    placer: Literal["voltpack", "kueue", "kai"] = Field(
+        default="voltpack",
+        description="gang placement: voltpack (predicted step time), kueue (BestFit) or kai",
+    )
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the Topology object to use when there are several (default: first by name)",
+    )
+
+
 class PolicySpec(_Strict):
     """What the policy asks the scheduler and the power manager to do."""
 
@@ -179,6 +193,7 @@ class PolicySpec(_Strict):
     power: PowerSpec = Field(default_factory=PowerSpec)
     queueing: QueueingSpec = Field(default_factory=QueueingSpec)
     allocation: AllocationSpec = Field(default_factory=AllocationSpec)
+    topology: TopologyPolicySpec = Field(default_factory=TopologyPolicySpec)
 
 
 class PolicyFile(_Strict):
