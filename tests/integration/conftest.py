@@ -146,6 +146,21 @@ def wait_for(
         time.sleep(0.01)
 
 
+def gpu_job_manifest(name: str, workers: int, gpus: int, **spec: Any) -> dict[str, Any]:
+    """A GPUJob in `default` with `workers` workers of `gpus` GPUs; `spec` adds fields."""
+    return {
+        "apiVersion": "voltpack.io/v1alpha1",
+        "kind": "GPUJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "workers": workers,
+            "gpusPerWorker": gpus,
+            "template": {"spec": {"containers": [{"name": "w", "image": "trainer:1"}]}},
+            **spec,
+        },
+    }
+
+
 def pod_manifest(
     name: str,
     *,

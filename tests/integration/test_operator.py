@@ -17,7 +17,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import Kubectl, operator_thread, pod_manifest, wait_for
+from tests.integration.conftest import (
+    Kubectl,
+    gpu_job_manifest,
+    operator_thread,
+    pod_manifest,
+    wait_for,
+)
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.crds import install_crds
@@ -169,19 +175,6 @@ def test_a_watch_ended_with_410_is_recovered(
         )
 
 
-def gpu_job(name: str, workers: int, gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "voltpack.io/v1alpha1",
-        "kind": "GPUJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "workers": workers,
-            "gpusPerWorker": gpus,
-            "template": {"spec": {"containers": [{"name": "w", "image": "trainer:1"}]}},
-        },
-    }
-
-
 def test_a_gpujob_that_violates_its_schema_is_rejected_naming_the_field(
     emulator: RunningEmulator,
     custom: client.CustomObjectsApi,
@@ -190,7 +183,11 @@ def test_a_gpujob_that_violates_its_schema_is_rejected_naming_the_field(
     install_crds(extensions)
     with pytest.raises(ApiException) as error:
         custom.create_namespaced_custom_object(
-            "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job("bad", workers=0, gpus=1)
+            "voltpack.io",
+            "v1alpha1",
+            "default",
+            "gpujobs",
+            gpu_job_manifest("bad", workers=0, gpus=1),
         )
     assert error.value.status == 422
     assert "spec.workers" in error.value.body
@@ -205,10 +202,14 @@ def test_gpujobs_run_and_an_unplaceable_one_reports_why(
 ) -> None:
     install_crds(extensions)
     custom.create_namespaced_custom_object(
-        "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job("fits", workers=4, gpus=4)
+        "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job_manifest("fits", workers=4, gpus=4)
     )
     custom.create_namespaced_custom_object(
-        "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job("never", workers=3, gpus=8)
+        "voltpack.io",
+        "v1alpha1",
+        "default",
+        "gpujobs",
+        gpu_job_manifest("never", workers=3, gpus=8),
     )
 
     def job(name: str) -> dict[str, Any]:
@@ -296,7 +297,11 @@ def test_deleting_a_gpujob_removes_its_workers_through_the_finalizer(
 ) -> None:
     install_crds(extensions)
     custom.create_namespaced_custom_object(
-        "voltpack.io", "v1alpha1", "default", "gpujobs", gpu_job("short", workers=2, gpus=1)
+        "voltpack.io",
+        "v1alpha1",
+        "default",
+        "gpujobs",
+        gpu_job_manifest("short", workers=2, gpus=1),
     )
     with running_operator(emulator):
         wait_for(lambda: len(bound(core, "short-worker-")) == 2, timeout_s=30, what="workers bound")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import operator_thread, pod_manifest, wait_for
+from tests.integration.conftest import gpu_job_manifest, operator_thread, pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.model.topology_request import KAI_REQUIRED, KUEUE_REQUIRED
@@ -127,20 +127,6 @@ def occupy(core: client.CoreV1Api, node: str, gpus: list[int]) -> None:
     core.create_namespaced_pod("default", pod)
 
 
-def gpujob(name: str, workers: int, gpus: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "GPUJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "workers": workers,
-            "gpusPerWorker": gpus,
-            "template": {"spec": {"containers": [{"name": "trainer", "image": "trainer:1"}]}},
-            **spec,
-        },
-    }
-
-
 def bound_pods(core: client.CoreV1Api, prefix: str, count: int) -> list[Any]:
     def ready() -> list[Any] | None:
         pods = [
@@ -189,7 +175,7 @@ def test_a_tensor_parallel_8_job_lands_inside_one_nvlink_domain_with_ranks_and_s
     occupy(core, "gpu-1", [0, 1, 2, 3])
     topology = {"model": "gpt-13b", "tensorParallel": 8}
     custom.create_namespaced_custom_object(
-        GROUP, VERSION, "default", "gpujobs", gpujob("tp8", 2, 4, topology=topology)
+        GROUP, VERSION, "default", "gpujobs", gpu_job_manifest("tp8", 2, 4, topology=topology)
     )
     with running_operator(emulator) as operator:
         pods = bound_pods(core, "tp8-worker-", 2)
@@ -253,7 +239,7 @@ def test_a_required_level_that_cannot_be_met_leaves_the_job_pending_with_the_rea
     emulator: RunningEmulator, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
     # three whole nodes cannot fit in a leaf of two
-    job = gpujob("wide", 3, 8, topology={"requiredLevel": "leaf"})
+    job = gpu_job_manifest("wide", 3, 8, topology={"requiredLevel": "leaf"})
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", job)
     with running_operator(emulator):
 
@@ -280,7 +266,7 @@ def test_a_required_level_that_cannot_be_met_leaves_the_job_pending_with_the_rea
 def test_pods_with_an_rdma_share_get_nics_on_their_gpus_pcie_switch_and_see_them(
     emulator: RunningEmulator, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
-    job = gpujob("rdma", 4, 2, rdmaPercent=60, topology={"preferredLevel": "leaf"})
+    job = gpu_job_manifest("rdma", 4, 2, rdmaPercent=60, topology={"preferredLevel": "leaf"})
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", job)
     with running_operator(emulator):
         pods = bound_pods(core, "rdma-worker-", 4)

@@ -14,7 +14,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import Kubectl, cycle_driven_operator, pod_manifest, wait_for
+from tests.integration.conftest import (
+    Kubectl,
+    cycle_driven_operator,
+    gpu_job_manifest,
+    pod_manifest,
+    wait_for,
+)
 from voltpack.emulator import EmulatorConfig, RunningEmulator
 from voltpack.operator.crds import install_crds
 from voltpack.operator.cycle import CyclePlan
@@ -88,19 +94,7 @@ def condition(queue: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def gpu_job(name: str, queue: str, workers: int, gpus: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "GPUJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "workers": workers,
-            "gpusPerWorker": gpus,
-            "gpuModels": ["A100"],
-            "queue": queue,
-            "template": {"spec": {"containers": [{"name": "w", "image": "trainer:1"}]}},
-            **extra,
-        },
-    }
+    return gpu_job_manifest(name, workers, gpus, gpuModels=["A100"], queue=queue, **extra)
 
 
 def node_of(core: client.CoreV1Api, name: str) -> str | None:

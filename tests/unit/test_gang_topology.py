@@ -204,13 +204,19 @@ def test_step_time_scores_units_when_pods_are_smaller_than_a_tensor_group() -> N
     assert nodes[0] == nodes[1] and nodes[2] == nodes[3]
 
 
-def test_a_gang_with_rdma_shares_gets_nics_on_its_gpus_pcie_switch_and_never_more() -> None:
-    names = [f"n{i}" for i in range(2)]
+def nic_cluster() -> tuple[ClusterSnapshot, ClusterTopology, list[str]]:
+    """Two nodes under one leaf whose snapshot knows their NICs (HOST's four InfiniBand)."""
+    names = ["n0", "n1"]
     snapshot = ClusterSnapshot.from_nodes(
         [Node.empty(n, 64_000, 512_000, 8, "A100-80GB", layout=HOST) for n in names]
     )
     labels = {n: {"spine": "s0", "leaf": "l0"} for n in names}
     topology = ClusterTopology.from_labels(SPEC, names, labels, hosts=dict.fromkeys(names, HOST))
+    return snapshot, topology, names
+
+
+def test_a_gang_with_rdma_shares_gets_nics_on_its_gpus_pcie_switch_and_never_more() -> None:
+    snapshot, topology, names = nic_cluster()
     pods = tuple(
         Pod(
             name=f"r-{i}",
@@ -238,12 +244,7 @@ def test_a_gang_with_rdma_shares_gets_nics_on_its_gpus_pcie_switch_and_never_mor
 
 
 def test_nic_shares_bound_how_many_pods_of_a_gang_a_node_takes() -> None:
-    names = [f"n{i}" for i in range(2)]
-    snapshot = ClusterSnapshot.from_nodes(
-        [Node.empty(n, 64_000, 512_000, 8, "A100-80GB", layout=HOST) for n in names]
-    )
-    labels = {n: {"spine": "s0", "leaf": "l0"} for n in names}
-    topology = ClusterTopology.from_labels(SPEC, names, labels, hosts=dict.fromkeys(names, HOST))
+    snapshot, topology, names = nic_cluster()
     pods = tuple(
         Pod(name=f"q-{i}", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=1000, rdma_percent=60)
         for i in range(6)
