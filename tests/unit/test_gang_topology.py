@@ -216,7 +216,7 @@ def nic_cluster() -> tuple[ClusterSnapshot, ClusterTopology, list[str]]:
 
 
 def test_a_gang_with_rdma_shares_gets_nics_on_its_gpus_pcie_switch_and_never_more() -> None:
-    snapshot, topology, names = nic_cluster()
+    snapshot, topology, _ = nic_cluster()
     pods = tuple(
         Pod(
             name=f"r-{i}",
