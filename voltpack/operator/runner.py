@@ -47,6 +47,7 @@ from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.topology_view import (
+    GpuNodeLayouts,
     TopologyStatusWriter,
     hold_topology_gangs,
     make_placer,
@@ -143,6 +144,7 @@ class Operator:
         )
         self.topology_writer = TopologyStatusWriter(custom)
         self.topologies = ResourceCache("topologies", self.topology_writer.list_function)
+        self._gpunode_layouts = GpuNodeLayouts()
         self.queue_writer = QueueWriter(self.core, custom, self.queues, self.pods)
         queueing = config.policy.spec.queueing
         self._ordering = make_ordering(queueing.ordering, queueing.params)
@@ -333,7 +335,11 @@ class Operator:
         pods = self.pods.items()
         topology_objects = self.topologies.items()
         topo = topology_cycle(
-            topology_objects, self.gpunodes.items(), nodes, self.policy.spec.topology
+            topology_objects,
+            self.gpunodes.items(),
+            nodes,
+            self.policy.spec.topology,
+            self._gpunode_layouts,
         )
         snapshot = build_snapshot(nodes, pods, topo.layouts)
         if self.power_loop is not None:

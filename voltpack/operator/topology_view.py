@@ -46,24 +46,60 @@ def make_placer(name: str) -> TopologyPlacer:
     return placers[name]
 
 
-def gpunode_layouts(
-    gpunodes: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]]
-) -> dict[str, HostLayout]:
-    """Per node, the host layout its agent reported (GPUNode `status.topology`), if any."""
-    gpu_counts = node_gpu_counts(nodes)
-    layouts: dict[str, HostLayout] = {}
-    for gpunode in gpunodes:
+class GpuNodeLayouts:
+    """Host layouts from GPUNode status, parsed again only when a GPUNode changes.
+
+    Each cycle sees every GPUNode; parsing thousands of them anew costs far more than the
+    cycle's scheduling (about 190 ms for 5,000), so a layout is kept per GPUNode and
+    resourceVersion (and GPU count of its node). Equal layouts are one object, which keeps the
+    per-layout tables of the perf model (`perf.placement_links.gpu_tables`) small.
+    """
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, tuple[tuple[str, int], HostLayout | None]] = {}
+        self._interned: dict[HostLayout, HostLayout] = {}
+
+    def layouts(
+        self, gpunodes: Iterable[dict[str, Any]], gpu_counts: Mapping[str, int]
+    ) -> dict[str, HostLayout]:
+        """Per node, the host layout its agent reported (GPUNode `status.topology`), if any."""
+        found: dict[str, HostLayout] = {}
+        seen: set[str] = set()
+        for gpunode in gpunodes:
+            name = gpunode["metadata"]["name"]
+            if name not in gpu_counts:
+                continue
+            seen.add(name)
+            key = (str(gpunode["metadata"].get("resourceVersion", "")), gpu_counts[name])
+            cached = self._parsed.get(name)
+            if cached is None or cached[0] != key or not key[0]:
+                cached = (key, self._parse(gpunode, gpu_counts[name]))
+                self._parsed[name] = cached
+            if cached[1] is not None:
+                found[name] = cached[1]
+        for gone in set(self._parsed) - seen:
+            del self._parsed[gone]
+        return found
+
+    def _parse(self, gpunode: dict[str, Any], gpu_count: int) -> HostLayout | None:
         name = gpunode["metadata"]["name"]
         reported = (gpunode.get("status") or {}).get("topology")
-        if not reported or name not in gpu_counts:
-            continue
+        if not reported:
+            return None
         try:
             topology = GpuNodeTopology.model_validate(reported)
         except ValidationError as exc:
             log.warning("GPUNode %s: status.topology not used: %s", name, exc.errors()[0]["msg"])
-            continue
-        layouts[name] = host_layout_from_gpunode(topology, gpu_counts[name])
-    return layouts
+            return None
+        layout = host_layout_from_gpunode(topology, gpu_count)
+        return self._interned.setdefault(layout, layout)
+
+
+def gpunode_layouts(
+    gpunodes: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]]
+) -> dict[str, HostLayout]:
+    """Per node, the host layout its agent reported (GPUNode `status.topology`), if any."""
+    return GpuNodeLayouts().layouts(gpunodes, node_gpu_counts(nodes))
 
 
 def node_gpu_counts(nodes: Iterable[dict[str, Any]]) -> dict[str, int]:
@@ -116,10 +152,12 @@ def topology_cycle(
     gpunodes: Iterable[dict[str, Any]],
     nodes: Iterable[dict[str, Any]],
     policy: TopologyPolicySpec,
+    parsed: GpuNodeLayouts | None = None,
 ) -> TopologyCycle:
-    """Choose the active Topology; host layouts from GPUNodes, else its default host."""
+    """Choose the active Topology; host layouts from GPUNodes (through `parsed`, kept from
+    cycle to cycle), else its default host."""
     listed_nodes = list(nodes)
-    layouts = gpunode_layouts(gpunodes, listed_nodes)
+    layouts = (parsed or GpuNodeLayouts()).layouts(gpunodes, node_gpu_counts(listed_nodes))
     cycle = TopologyCycle(layouts=layouts)
     valid: dict[str, TopologySpec] = {}
     for obj in sorted(topologies, key=lambda o: str(o["metadata"]["name"])):
