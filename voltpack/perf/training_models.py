@@ -13,11 +13,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voltpack.model.text_files import read_user_text
 from voltpack.perf.links import PerfModelError
+from voltpack.perf.yaml_catalog import NamedCatalog, parse_yaml_file
 
 __all__ = [
     "Parallelism",
@@ -152,32 +152,16 @@ class _CatalogFile(BaseModel):
     models: list[TrainingModel]
 
 
-class TrainingModelCatalog:
+class TrainingModelCatalog(NamedCatalog[TrainingModel]):
     """Look-up of training models by name (case-insensitive)."""
 
     def __init__(self, models: list[TrainingModel]) -> None:
-        self._models = list(models)
-        self._by_name: dict[str, TrainingModel] = {}
-        for model in models:
-            key = model.name.casefold()
-            if key in self._by_name:
-                raise PerfModelError(f"training-model catalog: name {model.name!r} is used twice")
-            self._by_name[key] = model
+        super().__init__(models, "training model", PerfModelError)
 
     @property
     def models(self) -> list[TrainingModel]:
         """All models in catalog order."""
-        return list(self._models)
-
-    def get(self, name: str) -> TrainingModel:
-        """The model called `name`; raise PerfModelError listing the known names if unknown."""
-        try:
-            return self._by_name[name.casefold()]
-        except KeyError:
-            known = ", ".join(model.name for model in self._models)
-            raise PerfModelError(
-                f"unknown training model {name!r}; known models: {known}"
-            ) from None
+        return self.entries
 
     @classmethod
     def from_yaml(cls, path: Path) -> TrainingModelCatalog:
@@ -187,16 +171,7 @@ class TrainingModelCatalog:
     @classmethod
     def parse(cls, text: str, origin: str) -> TrainingModelCatalog:
         """Parse catalog YAML `text`; `origin` names it in error messages."""
-        try:
-            parsed = _CatalogFile.model_validate(yaml.safe_load(text))
-        except yaml.YAMLError as exc:
-            raise PerfModelError(f"{origin}: not valid YAML: {exc}") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            message = str(first["msg"]).removeprefix("Value error, ")
-            raise PerfModelError(f"{origin}: field {where or '(top level)'}: {message}") from None
-        return cls(parsed.models)
+        return cls(parse_yaml_file(text, origin, _CatalogFile, PerfModelError).models)
 
 
 @cache

@@ -69,7 +69,7 @@ from voltpack.model.workload import Pod
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.nic_allocation import set_distance
-from voltpack.sim.traces.csv_rows import csv_rows, integer_field, number_field
+from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 
 Role = Literal["CN", "HN"]
 ROLES: tuple[Role, ...] = ("CN", "HN")

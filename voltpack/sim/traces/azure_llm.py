@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError, TraceFormatError
 from voltpack.sim.datasets import data_dir
-from voltpack.sim.traces.csv_rows import csv_rows
+from voltpack.model.csv_rows import csv_rows
 
 AZURE_LLM_FOLDER = "azure-llm-2023"
 CODE_TRACE = "AzureLLMInferenceTrace_code.csv"

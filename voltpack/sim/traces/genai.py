@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voltpack.model.errors import TraceFormatError
-from voltpack.sim.traces.csv_rows import csv_lines_rows, csv_rows
+from voltpack.model.csv_rows import csv_lines_rows, csv_rows
 
 GENAI_FOLDER = "alibaba-genai-2026"
 QPS_ARCHIVE = "qps.tar.gz"

@@ -56,7 +56,7 @@ from voltpack.perf.training_models import (
     default_parallelism,
     default_training_models,
 )
-from voltpack.sim.traces.csv_rows import csv_rows, integer_field, number_field
+from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 from voltpack.sim.traces.gavel_generator import PhillyDistribution
 
 COLUMNS = ("job_id", "arrival_s", "num_gpus", "model", "steps")

@@ -1,0 +1,102 @@
+"""Shapes of the LLMs voltpack can plan inference for (`serving_models.yaml`).
+
+A user's file in the same format loads with `ServingModelCatalog.from_yaml`; a malformed one
+raises `PerfModelError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from voltpack.model.text_files import read_user_text
+from voltpack.perf.links import PerfModelError
+from voltpack.perf.yaml_catalog import NamedCatalog, parse_yaml_file
+
+BYTES_PER_GIB = 1024**3
+
+
+class ServingModel(BaseModel):
+    """One decoder-only LLM as an inference server holds it (16-bit weights by default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    parameters_billion: float = Field(gt=0)
+    layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    attention_heads: int = Field(ge=1)
+    kv_heads: int = Field(ge=1)
+    bytes_per_parameter: float = Field(default=2.0, gt=0)
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ServingModel:
+        if self.attention_heads % self.kv_heads:
+            raise ValueError(
+                f"attention_heads ({self.attention_heads}) must be a multiple of kv_heads "
+                f"({self.kv_heads})"
+            )
+        return self
+
+    @property
+    def parameters(self) -> float:
+        """Parameter count."""
+        return self.parameters_billion * 1e9
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of the weights."""
+        return self.parameters * self.bytes_per_parameter
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Bytes of key and value cache one token holds, over all layers."""
+        head_dim = self.hidden_size / self.attention_heads
+        return 2.0 * self.layers * self.kv_heads * head_dim * self.bytes_per_parameter
+
+    def prefill_flops(self, prompt_tokens: float, sequences: float = 1.0) -> float:
+        """FLOPs to prefill `sequences` prompts of `prompt_tokens` each: 2 per parameter per
+        token, plus causal attention (2 x layers x hidden x tokens^2 per sequence)."""
+        linear = 2.0 * self.parameters * prompt_tokens * sequences
+        attention = 2.0 * self.layers * self.hidden_size * prompt_tokens**2 * sequences
+        return linear + attention
+
+    def supports_tensor_parallel(self, degree: int) -> bool:
+        """Whether the heads split evenly over `degree` GPUs."""
+        return degree >= 1 and self.attention_heads % degree == 0
+
+
+class _CatalogFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1]
+    models: list[ServingModel]
+
+
+class ServingModelCatalog(NamedCatalog[ServingModel]):
+    """Look-up of serving models by name (case-insensitive)."""
+
+    def __init__(self, models: list[ServingModel]) -> None:
+        super().__init__(models, "serving model", PerfModelError)
+
+    @classmethod
+    def from_yaml(cls, path: Path) -> ServingModelCatalog:
+        """Load a catalog file; raise PerfModelError naming the file and the bad field."""
+        return cls.parse(read_user_text(path, "serving-model catalog", PerfModelError), str(path))
+
+    @classmethod
+    def parse(cls, text: str, origin: str) -> ServingModelCatalog:
+        """Parse catalog YAML `text`; `origin` names it in error messages."""
+        return cls(parse_yaml_file(text, origin, _CatalogFile, PerfModelError).models)
+
+
+@cache
+def default_serving_models() -> ServingModelCatalog:
+    """The catalog shipped with voltpack (`voltpack/perf/serving_models.yaml`)."""
+    text = resources.files("voltpack.perf").joinpath("serving_models.yaml").read_text("utf-8")
+    return ServingModelCatalog.parse(text, "voltpack/perf/serving_models.yaml")
