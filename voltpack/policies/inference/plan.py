@@ -1,0 +1,92 @@
+"""A serving plan: how many replicas of which GPU type and role serve which request buckets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from voltpack.perf.inference_profile import ServingProfile
+from voltpack.perf.serving_capacity import Role, ServingSlo
+from voltpack.policies.inference.buckets import RequestMix
+
+
+@dataclass(frozen=True)
+class ReplicaGroup:
+    """`replicas` replicas of one profile in one role.
+
+    `bucket_rates_per_s` maps a bucket's position in the plan's mix to the request rate this
+    group is planned to serve of it; `capacity_per_s` holds one replica's capacity for each.
+    """
+
+    profile: ServingProfile
+    role: Role
+    replicas: int
+    price_per_gpu_hour: float
+    bucket_rates_per_s: dict[int, float] = field(default_factory=dict)
+    capacity_per_s: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole group."""
+        return self.replicas * self.profile.gpus
+
+    @property
+    def cost_per_hour(self) -> float:
+        """Price of the group's GPUs per hour."""
+        return self.gpus * self.price_per_gpu_hour
+
+    @property
+    def load(self) -> float:
+        """Planned load in replicas (sum of rate / capacity); at most `replicas`."""
+        return sum(
+            rate / self.capacity_per_s[bucket]
+            for bucket, rate in self.bucket_rates_per_s.items()
+            if rate > 0
+        )
+
+    @property
+    def label(self) -> str:
+        """Text such as `3 x llama2-70b/H100-SXM/TP4 (prefill)`."""
+        return f"{self.replicas} x {self.profile.label} ({self.role})"
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    """The planned fleet of one service, its cost and why it looks the way it does."""
+
+    model: str
+    slo: ServingSlo
+    rate_per_s: float
+    mix: RequestMix
+    groups: tuple[ReplicaGroup, ...]
+    formulation: str
+    """Which planner produced it (e.g. `voltpack`, `melange`, `single:H100-SXM`)."""
+    solve_s: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def cost_per_hour(self) -> float:
+        """Price of all GPUs of the plan per hour."""
+        return sum(group.cost_per_hour for group in self.groups)
+
+    @property
+    def split(self) -> bool:
+        """Whether any requests are served by separate prefill and decode pools."""
+        return any(group.role != "unified" for group in self.groups)
+
+    @property
+    def extrapolated(self) -> bool:
+        """Whether any group rests on an extrapolated profile."""
+        return any(group.profile.extrapolated for group in self.groups)
+
+    def gpus_by_type(self) -> dict[str, int]:
+        """GPUs per GPU type."""
+        counts: dict[str, int] = {}
+        for group in self.groups:
+            counts[group.profile.gpu_type] = counts.get(group.profile.gpu_type, 0) + group.gpus
+        return counts
+
+    def summary(self) -> str:
+        """One line: groups, cost, and a flag for extrapolated profiles."""
+        groups = ", ".join(group.label for group in self.groups) or "no replicas"
+        flag = " [uses extrapolated profiles]" if self.extrapolated else ""
+        return f"{groups}: ${self.cost_per_hour:.2f}/h{flag}"
