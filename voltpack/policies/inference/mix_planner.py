@@ -1,0 +1,315 @@
+"""The cheapest fleet that serves a request mix within a TTFT and a TPOT SLO (MILP, HiGHS).
+
+Mélange (Griggs et al., 2024) cuts each request-size bucket into `slices` equal slices and
+assigns every slice to one GPU type with a binary variable; the GPU count of a type must cover
+the load of its slices (`melange.py` implements that form as the baseline). Counting a
+bucket's slices per configuration with one integer instead gives the same optimum with far
+fewer variables (`integer_slices=True`); voltpack's planner goes one step further and lets a
+bucket's traffic split in any proportion (continuous shares, integer replica counts), which can
+only be cheaper and solves fastest.
+
+voltpack's planner also chooses, per configuration (GPU type x tensor-parallel degree), a
+role: `unified` replicas run prefill and decode; a bucket's slices may instead be split into a
+prefill pool and a decode pool, possibly on different GPU types (Splitwise, DistServe), with
+the KV cache's transfer between them counted in the decode side's time per token.
+
+Variables: slice counts `u[b,c]`, `p[b,c]`, `d[b,c]` (0..slices) and replica counts
+`n_u[c]`, `n_p[c]`, `n_d[c]`; constraints: each bucket's slices are served once
+(`sum_c u + sum_c p = slices`, `sum_c p = sum_c d`) and each pool's load fits its replicas
+(`sum_b count x rate_b / slices / capacity_b,c <= n`); objective: GPU price x GPUs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array
+
+from voltpack.model.errors import InvalidRequestError
+from voltpack.perf.inference_profile import ProfileBook, ServingProfile, default_profile_book
+from voltpack.perf.serving_capacity import (
+    Capacity,
+    Role,
+    ServingSlo,
+    capacity_table,
+    kv_transfer_s,
+)
+from voltpack.policies.inference.buckets import RequestMix
+from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
+from voltpack.policies.inference.prices import PriceList
+
+DEFAULT_SLICES = 8
+"""Slices per bucket (Mélange's `slice_factor`): how finely a bucket's rate may be divided."""
+KV_LINK_BYTES_PER_S_PER_GPU = 50e9
+"""KV-cache transfer bandwidth per GPU of the sending prefill replica: one 400 Gb/s NIC per
+GPU (a DGX H100 has eight ConnectX-7 400G ports)."""
+TIME_LIMIT_S = 60.0
+"""HiGHS stops after this long and the best plan found so far is used (noted in the plan)."""
+ROLES: tuple[Role, ...] = ("unified", "prefill", "decode")
+
+
+class InfeasiblePlanError(InvalidRequestError):
+    """No fleet of the allowed GPU types meets the SLO for some requests; the message names
+    the bucket and the bound that fails."""
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a service asks the planner for."""
+
+    model: str
+    mix: RequestMix
+    rate_per_s: float
+    slo: ServingSlo
+    prices: PriceList
+    gpu_types: tuple[str, ...] = ()
+    """Allowed GPU types (catalog names); empty = every priced type."""
+    allow_split: bool = True
+    slices: int = DEFAULT_SLICES
+    kv_link_bytes_per_s_per_gpu: float = KV_LINK_BYTES_PER_S_PER_GPU
+
+    def __post_init__(self) -> None:
+        if not self.rate_per_s > 0:
+            raise InvalidRequestError(f"rate_per_s must be positive, got {self.rate_per_s}")
+        if self.slices < 1:
+            raise InvalidRequestError(f"slices must be at least 1, got {self.slices}")
+
+
+@dataclass(frozen=True)
+class CapacityTables:
+    """Per configuration (rows) and bucket (columns): one replica's capacity in each role."""
+
+    profiles: tuple[ServingProfile, ...]
+    prices: NDArray[np.float64]
+    """Price of one replica per hour, per configuration."""
+    capacity: dict[Role, NDArray[np.float64]]
+    details: dict[Role, list[list[Capacity]]]
+
+
+def allowed_profiles(request: PlanRequest, book: ProfileBook) -> list[ServingProfile]:
+    """Every (GPU type, TP degree) profile of the allowed, priced types the model fits on."""
+    types = request.gpu_types or tuple(request.prices.gpu_types)
+    profiles: list[ServingProfile] = []
+    for gpu_type in types:
+        request.prices.per_gpu_hour(gpu_type)
+        profiles += book.feasible_profiles(request.model, gpu_type)
+    if not profiles:
+        raise InfeasiblePlanError(
+            f"{request.model} fits on none of the GPU types {', '.join(types)} "
+            "(weights plus one 8,192-token sequence of KV cache at tensor parallel <= 8)"
+        )
+    return profiles
+
+
+def capacity_tables(request: PlanRequest, profiles: Sequence[ServingProfile]) -> CapacityTables:
+    """Capacities of every profile in every role for every bucket of the request's mix."""
+    sizes = [bucket.size for bucket in request.mix.buckets]
+    smallest_sender = min(profile.gpus for profile in profiles)
+    link = request.kv_link_bytes_per_s_per_gpu * smallest_sender
+    capacity: dict[Role, NDArray[np.float64]] = {}
+    details: dict[Role, list[list[Capacity]]] = {}
+    for role in ROLES:
+        rows = []
+        for profile in profiles:
+            transfer = np.array([kv_transfer_s(profile, s.prompt_tokens, link) for s in sizes])
+            rows.append(capacity_table(profile, sizes, request.slo, role, transfer))
+        details[role] = rows
+        capacity[role] = np.array([[c.rate_per_s for c in row] for row in rows])
+    prices = np.array(
+        [request.prices.per_gpu_hour(p.gpu_type) * p.gpus for p in profiles], dtype=np.float64
+    )
+    return CapacityTables(tuple(profiles), prices, capacity, details)
+
+
+def _check_servable(request: PlanRequest, tables: CapacityTables, roles: Sequence[Role]) -> None:
+    unified = tables.capacity["unified"].max(axis=0)
+    split = np.minimum(
+        tables.capacity["prefill"].max(axis=0), tables.capacity["decode"].max(axis=0)
+    )
+    servable = unified > 0
+    if "prefill" in roles:
+        servable |= split > 0
+    for position in np.flatnonzero(~servable):
+        bucket = request.mix.buckets[int(position)]
+        reasons = sorted(
+            {row[int(position)].detail for row in tables.details["unified"]},
+        )
+        raise InfeasiblePlanError(
+            f"no allowed GPU type meets the SLO (TTFT {request.slo.ttft_s * 1000:.0f} ms, TPOT "
+            f"{request.slo.tpot_s * 1000:.0f} ms) for {bucket.label} ({bucket.share:.1%} of "
+            f"requests): " + "; ".join(reasons[:3])
+        )
+
+
+@dataclass
+class _Model:
+    """Column bookkeeping of the MILP."""
+
+    costs: list[float]
+    upper: list[float]
+    slice_columns: dict[tuple[Role, int, int], int]
+    replica_columns: dict[tuple[Role, int], int]
+
+    def add(self, cost: float, upper: float) -> int:
+        self.costs.append(cost)
+        self.upper.append(upper)
+        return len(self.costs) - 1
+
+
+def _entry(
+    rows: list[int], cols: list[int], values: list[float], row: int, col: int, value: float
+) -> None:
+    rows.append(row)
+    cols.append(col)
+    values.append(value)
+
+
+def _integrality(model: _Model, integer_slices: bool) -> NDArray[np.int64]:
+    """1 for integer columns: replica counts always, slice counts when `integer_slices`."""
+    integral = np.ones(len(model.costs), dtype=np.int64)
+    if not integer_slices:
+        integral[list(model.slice_columns.values())] = 0
+    return integral
+
+
+def solve_plan(
+    request: PlanRequest,
+    tables: CapacityTables,
+    configurations: Sequence[int] | None = None,
+    roles: Sequence[Role] = ROLES,
+    formulation: str = "voltpack",
+    integer_slices: bool = False,
+) -> ServingPlan:
+    """The least-cost plan over `configurations` (indices into `tables.profiles`; default
+    all) and `roles`. Replica counts are integers; each (bucket, configuration, role) serves
+    a number of the bucket's slices: an integer with `integer_slices` (Mélange's granularity,
+    the same optimum as its binary form), else any fraction (a router can split a bucket's
+    traffic in any proportion: never costlier, and solved several times faster)."""
+    started = time.perf_counter()
+    chosen = list(range(len(tables.profiles))) if configurations is None else list(configurations)
+    buckets = request.mix.buckets
+    slices = request.slices
+    slice_rate = np.array([b.share * request.rate_per_s / slices for b in buckets])
+    model = _Model([], [], {}, {})
+    for role in roles:
+        for c in chosen:
+            model.replica_columns[(role, c)] = model.add(float(tables.prices[c]), np.inf)
+            for b in range(len(buckets)):
+                if tables.capacity[role][c, b] > 0:
+                    model.slice_columns[(role, b, c)] = model.add(0.0, float(slices))
+    rows: list[int] = []
+    cols: list[int] = []
+    values: list[float] = []
+    lower: list[float] = []
+    upper: list[float] = []
+    row = 0
+    for b in range(len(buckets)):
+        # every slice served once: unified slices + prefill slices = slices
+        for role in ("unified", "prefill"):
+            for c in chosen:
+                column = model.slice_columns.get((role, b, c))
+                if column is not None:
+                    _entry(rows, cols, values, row, column, 1.0)
+        lower.append(float(slices))
+        upper.append(float(slices))
+        row += 1
+        if "prefill" in roles:
+            for role, sign in (("prefill", 1.0), ("decode", -1.0)):
+                for c in chosen:
+                    column = model.slice_columns.get((role, b, c))
+                    if column is not None:
+                        _entry(rows, cols, values, row, column, sign)
+            lower.append(0.0)
+            upper.append(0.0)
+            row += 1
+    for (role, c), replica_column in model.replica_columns.items():
+        for b in range(len(buckets)):
+            column = model.slice_columns.get((role, b, c))
+            if column is not None:
+                load = float(slice_rate[b] / tables.capacity[role][c, b])
+                _entry(rows, cols, values, row, column, load)
+        _entry(rows, cols, values, row, replica_column, -1.0)
+        lower.append(-np.inf)
+        upper.append(0.0)
+        row += 1
+    matrix = coo_array((values, (rows, cols)), shape=(row, len(model.costs))).tocsr()
+    result = milp(
+        c=np.array(model.costs),
+        constraints=LinearConstraint(matrix, np.array(lower), np.array(upper)),
+        integrality=_integrality(model, integer_slices),
+        bounds=Bounds(np.zeros(len(model.costs)), np.array(model.upper)),
+        options={"time_limit": TIME_LIMIT_S, "mip_rel_gap": 1e-6},
+    )
+    if result.x is None:
+        raise InfeasiblePlanError(f"the {formulation} plan has no solution: {result.message}")
+    solution = np.asarray(result.x, dtype=np.float64)
+    groups = []
+    for (role, c), replica_column in model.replica_columns.items():
+        replicas = round(solution[replica_column])
+        if replicas == 0:
+            continue
+        rates = {
+            b: float(solution[column] * slice_rate[b])
+            for (r, b, cc), column in model.slice_columns.items()
+            if r == role and cc == c and solution[column] > 1e-9
+        }
+        profile = tables.profiles[c]
+        groups.append(
+            ReplicaGroup(
+                profile=profile,
+                role=role,
+                replicas=replicas,
+                price_per_gpu_hour=float(tables.prices[c] / profile.gpus),
+                bucket_rates_per_s=rates,
+                capacity_per_s={b: float(tables.capacity[role][c, b]) for b in rates},
+            )
+        )
+    notes = () if result.status == 0 else (f"HiGHS stopped early: {result.message}",)
+    return ServingPlan(
+        model=request.model,
+        slo=request.slo,
+        rate_per_s=request.rate_per_s,
+        mix=request.mix,
+        groups=tuple(groups),
+        formulation=formulation,
+        solve_s=time.perf_counter() - started,
+        notes=notes,
+    )
+
+
+def plan_service(request: PlanRequest, book: ProfileBook | None = None) -> ServingPlan:
+    """voltpack's plan: the cheapest mix of GPU types, TP degrees and roles (unified, or split
+    prefill/decode pools when `allow_split`) that serves the request mix within the SLO.
+
+    Raises InfeasiblePlanError naming the bucket and bound when no allowed type can serve
+    some requests, InvalidRequestError for an unknown model or unpriced type.
+    """
+    profiles = allowed_profiles(request, book or default_profile_book())
+    tables = capacity_tables(request, profiles)
+    roles: tuple[Role, ...] = ROLES if request.allow_split else ("unified",)
+    _check_servable(request, tables, roles)
+    return solve_plan(request, tables, roles=roles)
+
+
+def best_single_type_plan(request: PlanRequest, book: ProfileBook | None = None) -> ServingPlan:
+    """The cheapest plan that uses one GPU type only (any TP degrees, unified replicas): the
+    baseline Mélange compares against. Raises InfeasiblePlanError when no type alone serves
+    every bucket."""
+    profiles = allowed_profiles(request, book or default_profile_book())
+    tables = capacity_tables(request, profiles)
+    best: ServingPlan | None = None
+    for gpu_type in dict.fromkeys(p.gpu_type for p in profiles):
+        chosen = [i for i, p in enumerate(profiles) if p.gpu_type == gpu_type]
+        if (tables.capacity["unified"][chosen].max(axis=0) <= 0).any():
+            continue
+        plan = solve_plan(request, tables, chosen, ("unified",), f"single:{gpu_type}")
+        if best is None or plan.cost_per_hour < best.cost_per_hour:
+            best = plan
+    if best is None:
+        raise InfeasiblePlanError("no single allowed GPU type serves every bucket within the SLO")
+    return best
