@@ -1,0 +1,71 @@
+"""Which request rate to plan an inference service for: forecast-driven or reactive, and
+when a new plan is worth its churn (hysteresis).
+
+Forecast-driven scaling plans the next interval for an upper quantile of the forecast
+request rate (the forecaster's quantile, not its mean), so the fleet is in place before the
+load arrives; reactive scaling plans for the rate just measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from voltpack.forecast.registry import make_forecaster
+from voltpack.forecast.series import TimeSeries
+from voltpack.model.errors import ForecastError, InvalidRequestError
+
+DEFAULT_PLANNING_QUANTILE = 0.9
+"""Quantile of the forecast rate a forecast-driven plan covers."""
+DEFAULT_REPLAN_RATE_CHANGE = 0.1
+"""Relative change of the planning rate below which a running plan is kept."""
+
+
+@dataclass(frozen=True)
+class PlanningRate:
+    """The rate to plan for and where it came from."""
+
+    rate_per_s: float
+    source: str
+    """`forecast q0.9 of <model> over the next N steps`, `measured`, or `fallback: ...`."""
+
+
+def forecast_planning_rate(
+    history: TimeSeries,
+    horizon_steps: int,
+    forecaster: str,
+    quantile: float = DEFAULT_PLANNING_QUANTILE,
+) -> PlanningRate:
+    """The largest `quantile` forecast of the request rate over the next `horizon_steps`
+    samples of `history` (requests per second per sample). Falls back to the last measured
+    rate, saying so, when the forecaster cannot use the history."""
+    if horizon_steps < 1 or not 0.5 <= quantile < 1.0:
+        raise InvalidRequestError("horizon_steps must be >= 1 and quantile in [0.5, 1)")
+    finite = history.values[np.isfinite(history.values)]
+    if finite.size == 0:
+        raise InvalidRequestError(f"request-rate history {history.name} has no measured sample")
+    try:
+        model = make_forecaster(forecaster)
+        model.fit_many([history])
+        forecast = model.predict_many(horizon_steps, [quantile])[0]
+    except ForecastError as exc:
+        return PlanningRate(float(finite[-1]), f"fallback to the last measured rate: {exc}")
+    upper = float(np.max(forecast.values[:, 0]))
+    return PlanningRate(
+        max(upper, 0.0),
+        f"forecast q{quantile:g} of {forecaster} over the next {horizon_steps} steps",
+    )
+
+
+def should_replan(
+    current_rate_per_s: float | None,
+    new_rate_per_s: float,
+    relative_change: float = DEFAULT_REPLAN_RATE_CHANGE,
+) -> bool:
+    """Whether the planning rate moved enough to re-plan: always when there is no plan,
+    else when it changed by more than `relative_change` of the planned rate (hysteresis:
+    noise around the planned rate does not churn replicas)."""
+    if current_rate_per_s is None or current_rate_per_s <= 0:
+        return True
+    return abs(new_rate_per_s - current_rate_per_s) > relative_change * current_rate_per_s
