@@ -1,0 +1,371 @@
+"""Request-level simulation of an LLM serving plan: what each request of a trace experiences.
+
+`simulate_serving` replays requests (arrival time, prompt and output tokens, e.g. the Azure
+LLM trace) against the fleet a `ServingPlan` describes and reports TTFT, TPOT, SLO
+attainment, energy and utilisation. It checks an inference planner's choice by running it,
+not by the planner's own arithmetic.
+
+Routing: each request's bucket (its position in `plan.mix`) selects a front group (unified or
+prefill) at random in proportion to the groups' planned `bucket_rates_per_s`, and for a
+prefill group also a decode group the same way (seeded, so the same seed gives the same
+result). Inside a group the request goes to the replica with the least outstanding work at the
+moment it arrives: for prefill replicas the prompt tokens not yet prefilled; for unified and
+decode replicas the requests outstanding there (queued, prefilling, running or with KV cache
+in flight), ties broken by prompt tokens not yet prefilled, then by replica order. A decode
+replica is chosen when the KV transfer starts. Replicas run iteration by iteration
+(`voltpack.sim.serving_replica`).
+
+A request counts as unserved (and failing the SLO) when no group serves its bucket, when its
+bucket's prefill group has no decode group, or when it needs more KV cache than one replica
+of its group holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voltpack.model.errors import InvalidRequestError
+from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
+from voltpack.sim.serving_replica import (
+    DEFAULT_PREFILL_TOKEN_BUDGET,
+    PoolSpec,
+    ReplicaUsage,
+    RequestPlan,
+    ServingEngine,
+)
+from voltpack.sim.traces.azure_llm import LlmRequests, trace_rate_per_s
+
+DEFAULT_KV_LINK_BYTES_PER_S_PER_GPU = 50e9
+"""One 400 Gb/s NIC per GPU carries KV caches from prefill to decode replicas."""
+ROLES = ("unified", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class GroupUsage:
+    """How busy one replica group was over the simulated duration."""
+
+    label: str
+    role: str
+    replicas: int
+    requests: int
+    """Requests that started here (unified, prefill) or decoded here (decode)."""
+    prefill_share: float
+    """Share of the group's replica-time spent prefilling."""
+    decode_share: float
+    """Share of the group's replica-time spent decoding."""
+    energy_j: float
+
+    @property
+    def utilisation(self) -> float:
+        """Share of the group's replica-time spent busy."""
+        return self.prefill_share + self.decode_share
+
+
+@dataclass(frozen=True, eq=False)
+class ServingResult:
+    """What the requests experienced; per-request arrays are in the input's order (NaN
+    latencies for unserved requests). Percentiles cover served requests (NaN if none)."""
+
+    ttft_s: NDArray[np.float64]
+    tpot_s: NDArray[np.float64]
+    """(last token - first token) / (output tokens - 1); 0 for one-token outputs."""
+    met_slo: NDArray[np.bool_]
+    served: NDArray[np.bool_]
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    slo_attainment_pct: float
+    """Share of all requests (served or not) within both the TTFT and the TPOT SLO."""
+    cost_per_hour: float
+    gpus_by_type: dict[str, int]
+    energy_j: float
+    mean_power_w: float
+    groups: tuple[GroupUsage, ...]
+    requests_served: int
+    requests_unrouted: int
+    """Requests whose bucket no group (or no decode group after a prefill group) serves."""
+    requests_too_large: int
+    """Requests that need more KV cache than one replica of their group holds."""
+    duration_s: float
+    """From the first arrival to the later of the last arrival and the last token."""
+    offered_rate_per_s: float
+
+    @property
+    def requests_unserved(self) -> int:
+        """Requests not served, for either reason."""
+        return self.requests_unrouted + self.requests_too_large
+
+    def summary(self) -> str:
+        """One line: attainment, latency percentiles, power."""
+        return (
+            f"{self.slo_attainment_pct:.1f}% within SLO, TTFT p50/p99 "
+            f"{self.ttft_p50_s * 1000:.0f}/{self.ttft_p99_s * 1000:.0f} ms, TPOT p50/p99 "
+            f"{self.tpot_p50_s * 1000:.1f}/{self.tpot_p99_s * 1000:.1f} ms, "
+            f"{self.requests_unserved} unserved, {self.mean_power_w / 1000:.1f} kW, "
+            f"${self.cost_per_hour:.2f}/h"
+        )
+
+
+def scale_to_rate(requests: LlmRequests, rate_per_s: float) -> LlmRequests:
+    """The same requests with arrival times compressed or stretched so that the mean rate
+    (over the trace's span, `trace_rate_per_s`) is `rate_per_s`."""
+    if not (np.isfinite(rate_per_s) and rate_per_s > 0):
+        raise InvalidRequestError(f"rate_per_s must be positive, got {rate_per_s}")
+    if requests.arrival_s.size == 0:
+        raise InvalidRequestError("the trace holds no requests to rescale")
+    factor = _mean_rate_per_s(requests.arrival_s) / rate_per_s
+    first_s = float(requests.arrival_s.min())
+    return LlmRequests(
+        arrival_s=first_s + (requests.arrival_s - first_s) * factor,
+        prompt_tokens=requests.prompt_tokens,
+        output_tokens=requests.output_tokens,
+    )
+
+
+def simulate_serving(
+    plan: ServingPlan,
+    requests: LlmRequests,
+    *,
+    seed: int = 0,
+    kv_link_bytes_per_s_per_gpu: float = DEFAULT_KV_LINK_BYTES_PER_S_PER_GPU,
+    prefill_token_budget: int = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> ServingResult:
+    """Replay `requests` against `plan`'s replicas and report what they experienced.
+
+    Raises InvalidRequestError for an empty plan, a negative rate, a bucket outside the
+    plan's mix, mismatched or invalid request arrays, or a non-positive link speed or budget.
+    """
+    arrival_s, prompts, outputs = _checked_requests(requests)
+    _check_plan(plan)
+    if not (np.isfinite(kv_link_bytes_per_s_per_gpu) and kv_link_bytes_per_s_per_gpu > 0):
+        raise InvalidRequestError(
+            f"kv_link_bytes_per_s_per_gpu must be positive, got {kv_link_bytes_per_s_per_gpu}"
+        )
+    if prefill_token_budget < 1:
+        raise InvalidRequestError(
+            f"prefill_token_budget must be at least 1, got {prefill_token_budget}"
+        )
+    order = np.argsort(arrival_s, kind="stable")
+    arrival_s, prompts, outputs = arrival_s[order], prompts[order], outputs[order]
+    groups = plan.groups
+    front, decode, unrouted = _route(plan, prompts, outputs, seed)
+    too_large = _too_large(groups, front, decode, prompts, outputs)
+    front = np.where(too_large, -1, front)
+    decode = np.where(too_large, -1, decode)
+
+    engine = ServingEngine(
+        [PoolSpec(g.profile, g.role, g.replicas) for g in groups],
+        RequestPlan(arrival_s, prompts, outputs, front, decode),
+        prefill_token_budget=prefill_token_budget,
+        link_bytes_per_s_per_gpu=kv_link_bytes_per_s_per_gpu,
+    )
+    outcome = engine.run()
+
+    served = front >= 0
+    ttft = outcome.first_token_s - arrival_s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(
+            outputs > 1,
+            (outcome.last_token_s - outcome.first_token_s) / np.maximum(outputs - 1, 1),
+            np.where(served, 0.0, np.nan),
+        )
+    met = served & (ttft <= plan.slo.ttft_s) & (tpot <= plan.slo.tpot_s)
+    start_s = float(arrival_s.min())
+    end_s = max(float(arrival_s.max()), float(np.nanmax(outcome.last_token_s, initial=start_s)))
+    duration_s = end_s - start_s
+    usage = _group_usage(groups, outcome.replicas, duration_s)
+    energy_j = sum(u.energy_j for u in usage)
+    idle_power_w = sum(g.replicas * g.profile.power_w(0.0, 0.0) for g in groups)
+
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size)
+    ttft_p = _percentiles(ttft[served])
+    tpot_p = _percentiles(tpot[served])
+    return ServingResult(
+        ttft_s=ttft[inverse],
+        tpot_s=tpot[inverse],
+        met_slo=met[inverse],
+        served=served[inverse],
+        ttft_p50_s=ttft_p[0],
+        ttft_p90_s=ttft_p[1],
+        ttft_p99_s=ttft_p[2],
+        tpot_p50_s=tpot_p[0],
+        tpot_p90_s=tpot_p[1],
+        tpot_p99_s=tpot_p[2],
+        slo_attainment_pct=100.0 * float(met.mean()),
+        cost_per_hour=plan.cost_per_hour,
+        gpus_by_type=plan.gpus_by_type(),
+        energy_j=energy_j,
+        mean_power_w=energy_j / duration_s if duration_s > 0 else idle_power_w,
+        groups=usage,
+        requests_served=int(served.sum()),
+        requests_unrouted=int(unrouted.sum()),
+        requests_too_large=int(too_large.sum()),
+        duration_s=duration_s,
+        offered_rate_per_s=_mean_rate_per_s(arrival_s),
+    )
+
+
+def _checked_requests(
+    requests: LlmRequests,
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]:
+    arrival_s = np.asarray(requests.arrival_s, dtype=np.float64)
+    prompts = np.asarray(requests.prompt_tokens)
+    outputs = np.asarray(requests.output_tokens)
+    shapes = {arrival_s.shape, prompts.shape, outputs.shape}
+    if len(shapes) != 1 or arrival_s.ndim != 1:
+        raise InvalidRequestError(
+            "requests: arrival_s, prompt_tokens and output_tokens must be 1-D arrays of one "
+            f"length, got shapes {arrival_s.shape}, {prompts.shape}, {outputs.shape}"
+        )
+    if arrival_s.size == 0:
+        raise InvalidRequestError("requests: no requests to replay")
+    if not np.all(np.isfinite(arrival_s)):
+        raise InvalidRequestError("requests: arrival_s must be finite")
+    for name, tokens in (("prompt_tokens", prompts), ("output_tokens", outputs)):
+        if not np.issubdtype(tokens.dtype, np.integer):
+            raise InvalidRequestError(f"requests: {name} must be integers, got {tokens.dtype}")
+        if tokens.min() < 1:
+            raise InvalidRequestError(
+                f"requests: every request needs {name} >= 1, found {int(tokens.min())}"
+            )
+    return arrival_s, prompts.astype(np.int64), outputs.astype(np.int64)
+
+
+def _check_plan(plan: ServingPlan) -> None:
+    if not plan.groups:
+        raise InvalidRequestError(f"plan {plan.formulation!r}: has no replica groups to simulate")
+    buckets = len(plan.mix.buckets)
+    for group in plan.groups:
+        if group.role not in ROLES:
+            raise InvalidRequestError(
+                f"group {group.label}: role must be one of {', '.join(ROLES)}"
+            )
+        if group.replicas < 1:
+            raise InvalidRequestError(
+                f"group {group.label}: replicas must be at least 1, got {group.replicas}"
+            )
+        for bucket, rate in group.bucket_rates_per_s.items():
+            if not 0 <= bucket < buckets:
+                raise InvalidRequestError(
+                    f"group {group.label}: bucket {bucket} is not in the plan's mix "
+                    f"(positions 0-{buckets - 1})"
+                )
+            if not (np.isfinite(rate) and rate >= 0):
+                raise InvalidRequestError(
+                    f"group {group.label}: bucket_rates_per_s[{bucket}] = {rate} must be a "
+                    "finite rate >= 0"
+                )
+
+
+def _route(
+    plan: ServingPlan, prompts: NDArray[np.int64], outputs: NDArray[np.int64], seed: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+    """Per request, its front group, its decode group (after a prefill group, else -1), and
+    whether it is unrouted (then both are -1)."""
+    buckets = plan.mix.bucket_of(prompts, outputs)
+    draws = np.random.default_rng(seed).random((2, prompts.size))
+    front = _choose_groups(plan.groups, ("unified", "prefill"), buckets, draws[0])
+    decode = _choose_groups(plan.groups, ("decode",), buckets, draws[1])
+    prefill_group = np.array([group.role == "prefill" for group in plan.groups])
+    via_prefill = prefill_group[front.clip(0)] & (front >= 0)
+    unrouted = (front < 0) | (via_prefill & (decode < 0))
+    front = np.where(unrouted, -1, front)
+    decode = np.where(via_prefill & ~unrouted, decode, -1)
+    return front, decode, np.asarray(unrouted, dtype=np.bool_)
+
+
+def _choose_groups(
+    groups: Sequence[ReplicaGroup],
+    roles: tuple[str, ...],
+    buckets: NDArray[np.int64],
+    draws: NDArray[np.float64],
+) -> NDArray[np.int64]:
+    """Per request, a group of `roles` serving its bucket, picked in proportion to the planned
+    rates by the uniform draw; -1 where none serves it."""
+    chosen = np.full(buckets.size, -1, dtype=np.int64)
+    for bucket in np.unique(buckets[buckets >= 0]):
+        options = [
+            (index, group.bucket_rates_per_s.get(int(bucket), 0.0))
+            for index, group in enumerate(groups)
+            if group.role in roles
+        ]
+        options = [(index, rate) for index, rate in options if rate > 0]
+        if not options:
+            continue
+        members = buckets == bucket
+        rates = np.array([rate for _, rate in options])
+        bounds = np.cumsum(rates) / rates.sum()
+        pick = np.minimum(np.searchsorted(bounds, draws[members], side="right"), len(options) - 1)
+        chosen[members] = np.array([index for index, _ in options])[pick]
+    return chosen
+
+
+def _too_large(
+    groups: Sequence[ReplicaGroup],
+    front: NDArray[np.int64],
+    decode: NDArray[np.int64],
+    prompts: NDArray[np.int64],
+    outputs: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """Requests whose KV footprint exceeds one replica of their front or decode group:
+    prompt + output tokens on a unified or decode replica, the prompt on a prefill replica."""
+    capacity = np.array([g.profile.kv_capacity_tokens for g in groups], dtype=np.int64)
+    prefill = np.array([g.role == "prefill" for g in groups])
+    front_need = np.where(prefill[front.clip(0)], prompts, prompts + outputs)
+    too_large = (front >= 0) & (front_need > capacity[front.clip(0)])
+    too_large |= (decode >= 0) & (prompts + outputs > capacity[decode.clip(0)])
+    return np.asarray(too_large, dtype=np.bool_)
+
+
+def _group_usage(
+    groups: Sequence[ReplicaGroup], replicas: Sequence[ReplicaUsage], duration_s: float
+) -> tuple[GroupUsage, ...]:
+    """Busy shares and energy per group: each replica at `power_w` of its prefill and decode
+    shares over the duration."""
+    usage = []
+    for index, group in enumerate(groups):
+        members = [r for r in replicas if r.pool == index]
+        prefill_s = sum(r.prefill_busy_s for r in members)
+        decode_s = sum(r.decode_busy_s for r in members)
+        energy_j = 0.0
+        if duration_s > 0:
+            energy_j = sum(
+                group.profile.power_w(r.prefill_busy_s / duration_s, r.decode_busy_s / duration_s)
+                * duration_s
+                for r in members
+            )
+        replica_s = group.replicas * duration_s
+        usage.append(
+            GroupUsage(
+                label=group.label,
+                role=group.role,
+                replicas=group.replicas,
+                requests=sum(r.requests for r in members),
+                prefill_share=prefill_s / replica_s if replica_s > 0 else 0.0,
+                decode_share=decode_s / replica_s if replica_s > 0 else 0.0,
+                energy_j=energy_j,
+            )
+        )
+    return tuple(usage)
+
+
+def _mean_rate_per_s(arrival_s: NDArray[np.float64]) -> float:
+    """`trace_rate_per_s` of arrivals that need not start at 0 nor be sorted."""
+    relative_s = np.sort(arrival_s) - arrival_s.min()
+    empty = np.zeros(relative_s.size, dtype=np.int64)
+    return trace_rate_per_s(LlmRequests(relative_s, empty, empty))
+
+
+def _percentiles(values: NDArray[np.float64]) -> tuple[float, float, float]:
+    if values.size == 0:
+        return (float("nan"),) * 3
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return float(p50), float(p90), float(p99)

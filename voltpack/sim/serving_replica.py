@@ -1,0 +1,396 @@
+"""Iteration-level LLM serving replicas and the event loop that drives a fleet of them.
+
+A replica runs one iteration at a time: a prefill batch or a run of decode steps. Roles:
+
+- `unified`: continuous batching with prefill priority (vLLM's default). At each iteration
+  boundary, waiting prompts are prefilled together (arrival order, up to a token budget but at
+  least one, while the running batch stays within MAX_BATCH and their KV cache fits); the first
+  token leaves at the end of the prefill and the sequence joins the decode batch. Otherwise one
+  decode step gives every running sequence a token.
+- `prefill`: only prefill batches (same admission, KV for the prompts only); after the first
+  token the KV cache moves to a decode replica over the replica's link, one transfer after
+  another.
+- `decode`: admits arrived KV caches at each boundary (arrival order, while they fit) and runs
+  decode steps back to back.
+
+A sequence reserves its final KV footprint (prompt + output tokens) when it is admitted, so no
+sequence is ever preempted; decode steps are timed with the tokens the batch actually holds.
+
+Decode steps between two events run as one *segment*: with the batch fixed until the next
+sequence finishes, the step times come from one vectorised call, and an arrival that can join
+cuts the segment at the end of the step in progress.
+
+Simplifications against a real engine: no chunked prefill (a prefill stalls the whole decode
+batch); KV cache reserved for the final length at admission (the simulator knows output
+lengths), so no preemption or recomputation, no paging granularity and no prefix caching; a
+prefill replica frees a prompt's KV at the end of the prefill, starts transfers only after the
+whole batch (no layer-by-layer overlap) and sends one at a time over its own link, with no
+contention in the network or at the decode side; the router sees every replica's state at
+once; step times are the profile's, with no scheduling, sampling or streaming overhead and no
+noise.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voltpack.perf.inference_profile import ServingProfile
+from voltpack.perf.serving_capacity import MAX_BATCH, Role, kv_transfer_s
+
+DEFAULT_PREFILL_TOKEN_BUDGET = 8192
+"""Prompt tokens one prefill batch takes at most (a longer prompt runs alone)."""
+SEGMENT_MAX_STEPS = 256
+"""Decode steps computed ahead at once; a longer run is split (only a speed setting)."""
+ROUTE_SCALE = 1 << 32
+"""Weight of outstanding requests over queued prompt tokens in a replica's routing key."""
+
+_IDLE, _WAKING, _PREFILL, _DECODE = range(4)
+_KV_ARRIVAL, _BOUNDARY = 0, 1
+"""Event priorities at equal times: KV caches arrive before a boundary decides."""
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One replica group as the engine sees it."""
+
+    profile: ServingProfile
+    role: Role
+    replicas: int
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """Requests in arrival order with the pools routing chose (-1: not served)."""
+
+    arrival_s: NDArray[np.float64]
+    prompt_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    front_pool: NDArray[np.int64]
+    """Unified or prefill pool of each request, -1 for a request that is not served."""
+    decode_pool: NDArray[np.int64]
+    """Decode pool of each request whose front pool is a prefill pool, else -1."""
+
+
+@dataclass(frozen=True)
+class ReplicaUsage:
+    """What one replica did."""
+
+    pool: int
+    prefill_busy_s: float
+    decode_busy_s: float
+    requests: int
+    """Requests that started here (unified, prefill) or decoded here (decode)."""
+
+
+@dataclass(frozen=True)
+class EngineOutcome:
+    """First- and last-token times per request (NaN when not served) and replica usage."""
+
+    first_token_s: NDArray[np.float64]
+    last_token_s: NDArray[np.float64]
+    replicas: tuple[ReplicaUsage, ...]
+
+
+class _Pool:
+    """A group's replicas and the router's key of each (least key wins, lowest slot on ties)."""
+
+    def __init__(self, engine: ServingEngine, index: int, spec: PoolSpec) -> None:
+        self.index = index
+        self.spec = spec
+        self.keys = np.zeros(spec.replicas, dtype=np.int64)
+        self.replicas = [_Replica(engine, self, slot) for slot in range(spec.replicas)]
+
+    def pick(self) -> _Replica:
+        return self.replicas[int(np.argmin(self.keys))]
+
+
+class _Replica:
+    __slots__ = (
+        "batch",
+        "batch_start_s",
+        "context_tokens",
+        "decode_busy_s",
+        "engine",
+        "kv_capacity_tokens",
+        "kv_used_tokens",
+        "link_bytes_per_s",
+        "link_free_s",
+        "outstanding",
+        "phase",
+        "pool",
+        "prefill_busy_s",
+        "profile",
+        "queued_prompt_tokens",
+        "requests",
+        "role",
+        "running",
+        "segment_ends_s",
+        "segment_start_s",
+        "segment_steps",
+        "slot",
+        "step_count",
+        "version",
+        "waiting",
+    )
+
+    def __init__(self, engine: ServingEngine, pool: _Pool, slot: int) -> None:
+        self.engine = engine
+        self.pool = pool
+        self.slot = slot
+        self.profile = pool.spec.profile
+        self.role = pool.spec.role
+        self.kv_capacity_tokens = self.profile.kv_capacity_tokens
+        self.link_bytes_per_s = engine.link_bytes_per_s_per_gpu * self.profile.gpus
+        self.link_free_s = 0.0
+        self.waiting: deque[int] = deque()
+        self.queued_prompt_tokens = 0
+        self.outstanding = 0
+        self.kv_used_tokens = 0
+        self.running: list[tuple[int, int]] = []  # heap: (step count when done, request)
+        self.context_tokens = 0
+        self.step_count = 0
+        self.phase = _IDLE
+        self.version = 0
+        self.batch: list[int] = []
+        self.batch_start_s = 0.0
+        self.segment_start_s = 0.0
+        self.segment_ends_s: NDArray[np.float64] = np.empty(0)
+        self.segment_steps = 0
+        self.prefill_busy_s = 0.0
+        self.decode_busy_s = 0.0
+        self.requests = 0
+
+    # routing and arrivals
+
+    def update_key(self) -> None:
+        """Prefill replicas: prompt tokens not yet prefilled. Others: outstanding requests
+        (queued, prefilling, running, KV in flight), then prompt tokens not yet prefilled."""
+        if self.role == "prefill":
+            key = self.queued_prompt_tokens
+        else:
+            key = self.outstanding * ROUTE_SCALE + self.queued_prompt_tokens
+        self.pool.keys[self.slot] = key
+
+    def reserve(self) -> None:
+        """A request is now bound for this replica (counted before its KV cache arrives)."""
+        self.outstanding += 1
+        self.requests += 1
+        self.update_key()
+
+    def accept(self, request: int, now_s: float) -> None:
+        """A prompt (unified, prefill) or a KV cache (decode) arrives."""
+        self.waiting.append(request)
+        if self.role != "decode":
+            self.queued_prompt_tokens += self.engine.prompt[request]
+            self.outstanding += 1
+            self.requests += 1
+            self.update_key()
+        if self.phase == _IDLE:
+            self.phase = _WAKING
+            self.engine.push(now_s, _BOUNDARY, self, self.version)
+        elif self.phase == _DECODE and self._head_fits():
+            self._cut_segment(now_s)
+
+    def _head_fits(self) -> bool:
+        head = self.waiting[0]
+        need = self.engine.prompt[head] + self.engine.output[head]
+        return (
+            len(self.running) < MAX_BATCH and self.kv_used_tokens + need <= self.kv_capacity_tokens
+        )
+
+    # iterations
+
+    def on_boundary(self, now_s: float, version: int) -> None:
+        """An iteration ends (or an idle replica wakes): account for it, then start the next."""
+        if version != self.version:
+            return
+        if self.phase == _PREFILL:
+            self._finish_prefill(now_s)
+        elif self.phase == _DECODE:
+            self._finish_segment(now_s)
+        if self.role == "decode":
+            self._join_arrived()
+        elif self._start_prefill(now_s):
+            return
+        if self.running:
+            self._start_segment(now_s)
+        else:
+            self.phase = _IDLE
+
+    def _start_prefill(self, now_s: float) -> bool:
+        engine = self.engine
+        budget = engine.prefill_token_budget
+        unified = self.role == "unified"
+        batch: list[int] = []
+        tokens = 0
+        while self.waiting:
+            head = self.waiting[0]
+            prompt = engine.prompt[head]
+            need = prompt + engine.output[head] if unified else prompt
+            if batch and tokens + prompt > budget:
+                break
+            if self.kv_used_tokens + need > self.kv_capacity_tokens:
+                break
+            if unified and len(self.running) + len(batch) >= MAX_BATCH:
+                break
+            self.waiting.popleft()
+            batch.append(head)
+            tokens += prompt
+            self.kv_used_tokens += need
+        if not batch:
+            return False
+        self.batch = batch
+        self.batch_start_s = now_s
+        self.phase = _PREFILL
+        self.version += 1
+        duration_s = self.profile.prefill_s(engine.prompt[r] for r in batch)
+        engine.push(now_s + duration_s, _BOUNDARY, self, self.version)
+        return True
+
+    def _finish_prefill(self, now_s: float) -> None:
+        engine = self.engine
+        self.prefill_busy_s += now_s - self.batch_start_s
+        for request in self.batch:
+            engine.first_token_s[request] = now_s
+            prompt = engine.prompt[request]
+            output = engine.output[request]
+            self.queued_prompt_tokens -= prompt
+            if self.role == "unified":
+                if output == 1:
+                    self._leave(request, now_s)
+                else:
+                    heapq.heappush(self.running, (self.step_count + output - 1, request))
+                    self.context_tokens += prompt + 1
+                continue
+            self.kv_used_tokens -= prompt
+            self.outstanding -= 1
+            if output == 1:
+                engine.last_token_s[request] = now_s
+            else:
+                self._send_kv(request, now_s)
+        self.batch = []
+        self.update_key()
+
+    def _send_kv(self, request: int, now_s: float) -> None:
+        engine = self.engine
+        start_s = max(self.link_free_s, now_s)
+        transfer_s = kv_transfer_s(self.profile, engine.prompt[request], self.link_bytes_per_s)
+        self.link_free_s = start_s + transfer_s
+        target = engine.pools[engine.decode_pool[request]].pick()
+        target.reserve()
+        engine.push(self.link_free_s, _KV_ARRIVAL, target, request)
+
+    def _join_arrived(self) -> None:
+        engine = self.engine
+        while self.waiting and self._head_fits():
+            request = self.waiting.popleft()
+            prompt = engine.prompt[request]
+            output = engine.output[request]
+            self.kv_used_tokens += prompt + output
+            heapq.heappush(self.running, (self.step_count + output - 1, request))
+            self.context_tokens += prompt + 1
+
+    def _start_segment(self, now_s: float) -> None:
+        steps = min(self.running[0][0] - self.step_count, SEGMENT_MAX_STEPS)
+        batch = len(self.running)
+        context = self.context_tokens + batch * np.arange(steps, dtype=np.float64)
+        step_s = self.profile.decode_time_s(np.full(steps, float(batch)), context)
+        self.segment_ends_s = now_s + np.cumsum(step_s)
+        self.segment_start_s = now_s
+        self.segment_steps = steps
+        self.phase = _DECODE
+        self.version += 1
+        self.engine.push(float(self.segment_ends_s[-1]), _BOUNDARY, self, self.version)
+
+    def _cut_segment(self, now_s: float) -> None:
+        """End the decode run at the first step boundary at or after `now_s`."""
+        step = int(np.searchsorted(self.segment_ends_s, now_s, side="left"))
+        if step + 1 < self.segment_steps:
+            self.segment_steps = step + 1
+            self.version += 1
+            self.engine.push(float(self.segment_ends_s[step]), _BOUNDARY, self, self.version)
+
+    def _finish_segment(self, now_s: float) -> None:
+        self.decode_busy_s += now_s - self.segment_start_s
+        self.step_count += self.segment_steps
+        self.context_tokens += len(self.running) * self.segment_steps
+        while self.running and self.running[0][0] <= self.step_count:
+            _, request = heapq.heappop(self.running)
+            self._leave(request, now_s)
+        self.update_key()
+
+    def _leave(self, request: int, now_s: float) -> None:
+        """The request's last token leaves; its KV cache is freed."""
+        footprint = self.engine.prompt[request] + self.engine.output[request]
+        self.engine.last_token_s[request] = now_s
+        self.context_tokens -= footprint if self.engine.output[request] > 1 else 0
+        self.kv_used_tokens -= footprint
+        self.outstanding -= 1
+
+
+class ServingEngine:
+    """Replays routed requests through the pools' replicas, one event at a time."""
+
+    def __init__(
+        self,
+        pools: Sequence[PoolSpec],
+        requests: RequestPlan,
+        prefill_token_budget: int = DEFAULT_PREFILL_TOKEN_BUDGET,
+        link_bytes_per_s_per_gpu: float = 50e9,
+    ) -> None:
+        self.prefill_token_budget = prefill_token_budget
+        self.link_bytes_per_s_per_gpu = link_bytes_per_s_per_gpu
+        self.requests = requests
+        self.prompt: list[int] = requests.prompt_tokens.tolist()
+        self.output: list[int] = requests.output_tokens.tolist()
+        self.decode_pool: list[int] = requests.decode_pool.tolist()
+        count = len(self.prompt)
+        self.first_token_s: list[float] = [float("nan")] * count
+        self.last_token_s: list[float] = [float("nan")] * count
+        self._heap: list[tuple[float, int, int, _Replica, int]] = []
+        self._sequence = 0
+        self.pools = [_Pool(self, index, spec) for index, spec in enumerate(pools)]
+
+    def push(self, time_s: float, priority: int, replica: _Replica, payload: int) -> None:
+        """Schedule a KV arrival (payload: request) or a boundary (payload: version)."""
+        self._sequence += 1
+        heapq.heappush(self._heap, (time_s, priority, self._sequence, replica, payload))
+
+    def run(self) -> EngineOutcome:
+        """Route each request on arrival to its pool's least-loaded replica and run to the
+        end, i.e. until every served request has left."""
+        arrival_s: list[float] = self.requests.arrival_s.tolist()
+        front: list[int] = self.requests.front_pool.tolist()
+        heap = self._heap
+        pools = self.pools
+        index = 0
+        count = len(arrival_s)
+        while True:
+            if index < count and (not heap or arrival_s[index] <= heap[0][0]):
+                if front[index] >= 0:
+                    pools[front[index]].pick().accept(index, arrival_s[index])
+                index += 1
+                continue
+            if not heap:
+                break
+            time_s, priority, _, replica, payload = heapq.heappop(heap)
+            if priority == _KV_ARRIVAL:
+                replica.accept(payload, time_s)
+            else:
+                replica.on_boundary(time_s, payload)
+        usage = tuple(
+            ReplicaUsage(pool.index, r.prefill_busy_s, r.decode_busy_s, r.requests)
+            for pool in pools
+            for r in pool.replicas
+        )
+        return EngineOutcome(
+            first_token_s=np.asarray(self.first_token_s, dtype=np.float64),
+            last_token_s=np.asarray(self.last_token_s, dtype=np.float64),
+            replicas=usage,
+        )
