@@ -384,6 +384,39 @@ class ServingProfile:
         extra = prefill_all_reduce_s(self.model, self.rates, self.tensor_parallel, tokens)
         return np.asarray(x @ np.array(self.coefficients.prefill) + extra, dtype=np.float64)
 
+    @property
+    def prefill_token_s(self) -> float:
+        """Marginal time of one more prompt token in an iteration that also decodes (chunked
+        prefill): the steepest measured slope (the top segment of the prefill table), else
+        the roofline's compute and all-reduce time per token."""
+        if self.prefill_table is not None and len(self.prefill_table.tokens) >= 2:
+            tokens, seconds = self.prefill_table.tokens, self.prefill_table.seconds
+            slope = (seconds[-1] - seconds[-2]) / (tokens[-1] - tokens[-2])
+            if slope > 0:
+                return float(slope)
+        one = np.array([1.0])
+        x = prefill_features(self.model, self.rates, self.tensor_parallel, one, np.zeros(1))
+        compute = float(x[0, 2] * self.coefficients.prefill[2])
+        return compute + float(
+            prefill_all_reduce_s(self.model, self.rates, self.tensor_parallel, one)[0]
+        )
+
+    def mixed_step_s(
+        self, batch: FloatArray, context_tokens: FloatArray, prefill_tokens: FloatArray
+    ) -> FloatArray:
+        """Vectorised time of one iteration that decodes `batch` sequences (holding
+        `context_tokens`) and prefills `prefill_tokens` prompt tokens (a chunk); without
+        sequences to decode it is a plain prefill of those tokens."""
+        batch = np.asarray(batch, dtype=np.float64)
+        chunk = np.asarray(prefill_tokens, dtype=np.float64)
+        decoding = batch > 0
+        mixed = (
+            self.decode_time_s(np.maximum(batch, 1.0), context_tokens)
+            + chunk * self.prefill_token_s
+        )
+        alone = self.prefill_time_s(np.maximum(chunk, 1.0), np.maximum(chunk, 1.0) ** 2)
+        return np.asarray(np.where(decoding, mixed, alone), dtype=np.float64)
+
     def decode_step_s(self, batch: float, context_tokens: float) -> float:
         """Time of one decode step for `batch` sequences holding `context_tokens` in all."""
         return float(self.decode_time_s(np.array([float(batch)]), np.array([context_tokens]))[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from voltpack.perf.inference_profile import ServingProfile
-from voltpack.perf.serving_capacity import Role, ServingSlo
+from voltpack.perf.serving_capacity import MAX_BATCH, Role, ServingSlo
 from voltpack.policies.inference.buckets import RequestMix
 
 
@@ -23,6 +23,12 @@ class ReplicaGroup:
     price_per_gpu_hour: float
     bucket_rates_per_s: dict[int, float] = field(default_factory=dict)
     capacity_per_s: dict[int, float] = field(default_factory=dict)
+    max_batch: int = MAX_BATCH
+    """Most sequences a replica decodes at once (the engine's `max_num_seqs`)."""
+    prefill_chunk_tokens: int | None = None
+    """Unified replicas: prompt tokens added to each decode iteration (chunked prefill, the
+    engine's `max_num_batched_tokens` less the batch); None = whole prompts first (prefill
+    priority, stalling the batch)."""
 
     @property
     def gpus(self) -> int:
