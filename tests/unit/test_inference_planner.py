@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.inference_profile import default_profile_book
 from voltpack.perf.serving_capacity import (
+    ReplicaSettings,
     RequestSize,
     ServingSlo,
     capacity_table,
@@ -22,6 +23,7 @@ from voltpack.policies.inference.mix_planner import (
     CapacityTables,
     InfeasiblePlanError,
     PlanRequest,
+    ReplicaOption,
     best_single_type_plan,
     plan_service,
     solve_plan,
@@ -77,7 +79,7 @@ def test_tpot_at_capacity_is_within_the_slo() -> None:
     profile = default_profile_book().profile("llama2-70b", "H100-SXM", 2)
     size = RequestSize(800, 250, 1500)
     capacity = replica_capacity(profile, size, SLO)
-    points = decode_operating_points(profile, [size], "unified")
+    points = decode_operating_points(profile, [size], "unified", ReplicaSettings())
     column = int(np.argmin(np.abs(points.rate_per_s[0] - capacity.rate_per_s)))
     assert points.tpot_s[0, column] <= SLO.tpot_s
     assert points.ttft_s[0, column] <= SLO.ttft_s
@@ -112,13 +114,8 @@ def test_voltpack_never_costs_more_than_melange_or_the_best_single_type() -> Non
 
 def _tables(capacity: np.ndarray, prices: np.ndarray) -> CapacityTables:
     profile = default_profile_book().profile("llama2-70b", "H100-SXM", 2)
-    zeros = np.zeros_like(capacity)
-    return CapacityTables(
-        profiles=tuple([profile] * capacity.shape[0]),
-        prices=prices,
-        capacity={"unified": capacity, "prefill": zeros, "decode": zeros},
-        details={},
-    )
+    options = tuple(ReplicaOption(profile, ReplicaSettings(), float(p)) for p in prices)
+    return CapacityTables(options={"unified": options}, capacity={"unified": capacity}, details={})
 
 
 @settings(max_examples=25, deadline=None)
@@ -159,8 +156,8 @@ def test_unpriced_type_and_bad_rate_are_refused() -> None:
 
 
 def test_allowed_types_are_respected_and_split_can_be_forbidden() -> None:
-    plan = plan_service(_request(12.0, gpu_types=("A100-80GB",), allow_split=False))
-    assert set(plan.gpus_by_type()) == {"A100-80GB"}
+    plan = plan_service(_request(12.0, gpu_types=("H100-SXM",), allow_split=False))
+    assert set(plan.gpus_by_type()) == {"H100-SXM"}
     assert not plan.split
     assert not plan.extrapolated
 

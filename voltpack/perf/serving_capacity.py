@@ -80,14 +80,21 @@ LOAD_GRID = np.linspace(0.0, 0.999, 1000)[1:]
 """Prefill utilisations tried for a prefill-only replica."""
 
 
+FLUCTUATION_Z = 2.33
+"""Standard normal quantile of TTFT_PERCENTILE: the running batch fluctuates around its mean
+about like a Poisson count (M/G/infinity), so caps must hold mean + z x sqrt(mean)."""
+CHUNK_CANDIDATES = (128, 256, 512, 1024, 2048)
+"""Prompt tokens per iteration tried for unified replicas (chunked prefill)."""
+
+
 def ttft_wait_s(utilisation: FloatArray, service_s: FloatArray) -> FloatArray:
-    """TTFT_PERCENTILE quantile of the prefill queue's wait: M/G/1 mean
-    `rho P / (2 (1 - rho))` with the exponential tail `P(W > t) = rho exp(-rho t / W)`."""
+    """TTFT_PERCENTILE quantile of the prefill queue's wait, from the M/M/1 tail
+    `P(W > t) = rho exp(-(1 - rho) t / S)`: prompt sizes vary within and across buckets, so
+    the exponential service assumption is the cautious one."""
     rho = np.clip(utilisation, 0.0, 1.0 - 1e-12)
     tail = 1.0 - TTFT_PERCENTILE
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_rho_wait = service_s / (2.0 * (1.0 - rho))
-        wait = per_rho_wait * np.log(np.maximum(rho, tail) / tail)
+        wait = service_s / (1.0 - rho) * np.log(np.maximum(rho, tail) / tail)
     return np.asarray(np.where(rho > tail, wait, 0.0), dtype=np.float64)
 
 
@@ -96,51 +103,125 @@ def kv_transfer_s(profile: ServingProfile, prompt_tokens: float, link_bytes_per_
     return profile.model.kv_bytes_per_token * prompt_tokens / link_bytes_per_s
 
 
+def high_batch(mean_batch: FloatArray) -> FloatArray:
+    """The batch the running count stays under TTFT_PERCENTILE of the time."""
+    return np.asarray(mean_batch + FLUCTUATION_Z * np.sqrt(mean_batch), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    """How a replica is configured: its batch cap and, for unified replicas, its prefill chunk
+    (None: whole prompts first, stalling the batch)."""
+
+    max_batch: int = MAX_BATCH
+    prefill_chunk_tokens: int | None = None
+
+
+def worst_iteration_s(
+    profile: ServingProfile, settings: ReplicaSettings, context_per_sequence: float
+) -> float:
+    """The longest iteration a replica with `settings` runs: a full batch plus a full chunk."""
+    chunk = float(settings.prefill_chunk_tokens or 0)
+    batch = float(settings.max_batch)
+    return float(
+        profile.mixed_step_s(
+            np.array([batch]), np.array([batch * context_per_sequence]), np.array([chunk])
+        )[0]
+    )
+
+
+def batch_cap(
+    profile: ServingProfile,
+    slo: ServingSlo,
+    context_per_sequence: float,
+    chunk_tokens: int | None = None,
+    extra_s: float = 0.0,
+) -> int:
+    """The largest batch (<= MAX_BATCH) whose iteration, with a full chunk of `chunk_tokens`
+    and `extra_s` added per token, stays within the TPOT SLO; 0 when even one sequence
+    misses it."""
+    batches = np.arange(1, MAX_BATCH + 1, dtype=np.float64)
+    chunk = np.full_like(batches, float(chunk_tokens or 0))
+    step = profile.mixed_step_s(batches, batches * context_per_sequence, chunk) + extra_s
+    fits = np.flatnonzero(step <= slo.tpot_s)
+    return int(fits[-1] + 1) if fits.size else 0
+
+
 @dataclass(frozen=True)
 class OperatingPoints:
-    """Per request size (rows) and mean decode batch (columns): rate, TTFT quantile, TPOT."""
+    """Per request size (rows) and mean decode batch (columns): rate, TTFT quantile, TPOT,
+    and the batch and KV tokens the replica must hold TTFT_PERCENTILE of the time."""
 
     rate_per_s: FloatArray
     ttft_s: FloatArray
     tpot_s: FloatArray
+    high_batch: FloatArray
     kv_tokens: FloatArray
+    prefill_ok: NDArray[np.bool_]
 
 
 def decode_operating_points(
     profile: ServingProfile,
     sizes: Sequence[RequestSize],
     role: Role,
+    settings: ReplicaSettings,
     transfer_s: FloatArray | None = None,
 ) -> OperatingPoints:
-    """Operating points of a unified or decode replica over BATCH_GRID.
+    """Operating points of a unified or decode replica over BATCH_GRID (mean batches).
 
-    With mean batch b, the decode step D(b) and the prefill time P of a prompt, a unified
-    replica spends b P / o of each output token's time prefilling newcomers (Little's law), so
-    TPOT = D(b) + b P / o and the rate is b / (o TPOT); a decode replica has TPOT = D(b) plus
-    the KV transfer spread over the output tokens.
+    Mean batch b, decode step D(b): a unified replica with chunked prefill spends
+    `p b / o` prompt tokens per iteration on newcomers (Little's law), so its mean iteration is
+    D(b) + (p b / o) x prefill_token_s and TPOT is at most the worst iteration (a full batch
+    plus a full chunk); without chunking each newcomer's whole prefill P stalls the batch:
+    TPOT = D(b) + b P / o. A decode replica: TPOT = D(b) plus the KV transfer spread over the
+    output. Rate = b / (o x mean iteration). TTFT for chunked prefill: the prompt-token queue
+    (M/M/1 wait) plus the iterations of the longest prompt's chunks, each a full chunk with
+    the high batch.
     """
     prompt = np.array([s.prompt_tokens for s in sizes])[:, None]
     output = np.array([s.output_tokens for s in sizes])[:, None]
-    longest = np.array([s.max_prompt_tokens for s in sizes])
-    batch = np.broadcast_to(BATCH_GRID[None, :], (len(sizes), BATCH_GRID.size))
+    longest = np.array([s.max_prompt_tokens for s in sizes])[:, None]
+    grid = BATCH_GRID[settings.max_batch >= BATCH_GRID]
+    batch = np.broadcast_to(grid[None, :], (len(sizes), grid.size))
+    high = high_batch(batch)
     running = np.maximum(batch, 1.0)
-    context = running * (prompt + output / 2.0)
-    step = profile.decode_time_s(running.ravel(), context.ravel()).reshape(batch.shape)
-    prefill = profile.prefill_time_s(prompt[:, 0], prompt[:, 0] ** 2)[:, None]
-    if role == "unified":
-        tpot = step + batch * prefill / output
+    per_sequence = prompt + output / 2.0
+    step = profile.decode_time_s(running.ravel(), (running * per_sequence).ravel()).reshape(
+        batch.shape
+    )
+    high_step = profile.decode_time_s(
+        np.maximum(high, 1.0).ravel(), (np.maximum(high, 1.0) * per_sequence).ravel()
+    ).reshape(batch.shape)
+    prefill_ok = np.ones(batch.shape, dtype=bool)
+    chunk = settings.prefill_chunk_tokens
+    if role == "unified" and chunk is not None:
+        newcomer_tokens = prompt * batch / output
+        iteration = step + newcomer_tokens * profile.prefill_token_s
+        worst = profile.mixed_step_s(
+            np.full(len(sizes), float(settings.max_batch)),
+            settings.max_batch * per_sequence[:, 0],
+            np.full(len(sizes), float(chunk)),
+        )[:, None]
+        busy = np.minimum(high_step + chunk * profile.prefill_token_s, worst)
+        tpot = np.minimum(high_step + newcomer_tokens * profile.prefill_token_s, worst)
+        rate = batch / (output * iteration)
+        token_rate = chunk / busy
+        rho = rate * prompt / token_rate
+        prefill_ok = rho < 1.0
+        ttft = ttft_wait_s(rho, prompt / token_rate) + np.ceil(longest / chunk) * busy
+    elif role == "unified":
+        prefill = profile.prefill_time_s(prompt[:, 0], prompt[:, 0] ** 2)[:, None]
+        tpot = high_step + high * prefill / output
+        rate = batch / (output * (step + batch * prefill / output))
+        longest_s = profile.prefill_time_s(longest[:, 0], longest[:, 0] ** 2)[:, None]
+        ttft = ttft_wait_s(rate * prefill, np.broadcast_to(prefill, rate.shape)) + longest_s + step
     else:
-        spread = np.zeros_like(prefill) if transfer_s is None else transfer_s[:, None] / output
-        tpot = step + spread
-    rate = batch / (output * tpot)
-    if role == "unified":
-        longest_s = profile.prefill_time_s(longest, longest**2)[:, None]
-        wait = ttft_wait_s(rate * prefill, np.broadcast_to(prefill, rate.shape))
-        ttft = wait + longest_s + step
-    else:
+        spread = np.zeros_like(prompt) if transfer_s is None else transfer_s[:, None] / output
+        tpot = high_step + spread
+        rate = batch / (output * (step + spread))
         ttft = np.zeros_like(rate)
-    kv_tokens = running * (prompt + output)
-    return OperatingPoints(rate, ttft, tpot, kv_tokens)
+    kv_tokens = np.maximum(high, 1.0) * (prompt + output)
+    return OperatingPoints(rate, ttft, tpot, high, kv_tokens, prefill_ok)
 
 
 def capacity_table(
@@ -149,33 +230,35 @@ def capacity_table(
     slo: ServingSlo,
     role: Role = "unified",
     transfer_s: FloatArray | None = None,
+    settings: ReplicaSettings | None = None,
 ) -> list[Capacity]:
-    """Per request size, the largest rate a replica of `profile` in `role` sustains within
-    `slo` (0 with the failing bound named when even a lone request misses it)."""
+    """Per request size, the largest rate a replica of `profile` in `role` with `settings`
+    sustains within `slo` (0 with the failing bound named when even a lone request misses
+    it). Default settings: a batch of up to MAX_BATCH, no chunking."""
     if not sizes:
         return []
+    chosen = settings or ReplicaSettings()
     if role == "prefill":
         return _prefill_capacities(profile, sizes, slo)
-    points = decode_operating_points(profile, sizes, role, transfer_s)
+    points = decode_operating_points(profile, sizes, role, chosen, transfer_s)
     checks: list[tuple[Limit, NDArray[np.bool_]]] = [
         ("tpot", points.tpot_s <= slo.tpot_s),
+        ("batch", points.high_batch <= chosen.max_batch),
         ("kv-cache", points.kv_tokens <= profile.kv_capacity_tokens),
-        ("ttft", points.ttft_s <= slo.ttft_s),
+        ("ttft", (points.ttft_s <= slo.ttft_s) & points.prefill_ok),
     ]
     feasible = np.logical_and.reduce([ok for _, ok in checks])
     capacities = []
     for row, size in enumerate(sizes):
         columns = np.flatnonzero(feasible[row])
         if columns.size == 0:
-            limit = next(name for name, ok in checks if not ok[row, 0])
-            capacities.append(
-                Capacity(0.0, limit, _lone_detail(profile, size, slo, points, row, limit, role))
-            )
+            limit: Limit = next((name for name, ok in checks if not ok[row, 0]), "batch")
+            detail = _lone_detail(profile, size, slo, points, row, limit, role)
+            capacities.append(Capacity(0.0, limit, detail))
             continue
         best = int(columns[np.argmax(points.rate_per_s[row, columns])])
-        if best == BATCH_GRID.size - 1:
-            limit = "batch"
-        else:
+        limit = "batch"
+        if best < points.rate_per_s.shape[1] - 1:
             limit = next((name for name, ok in checks if not ok[row, best + 1]), "batch")
         rate = float(points.rate_per_s[row, best])
         capacities.append(
@@ -187,12 +270,14 @@ def capacity_table(
 def _prefill_capacities(
     profile: ServingProfile, sizes: Sequence[RequestSize], slo: ServingSlo
 ) -> list[Capacity]:
+    """Prefill-only replicas batch waiting prompts: a prompt also waits for the prompts that
+    join its batch while it queues, so the queue's wait counts (1 + rho) times."""
     prompt = np.array([s.prompt_tokens for s in sizes])
     longest = np.array([s.max_prompt_tokens for s in sizes])
     prefill = profile.prefill_time_s(prompt, prompt**2)[:, None]
     longest_s = profile.prefill_time_s(longest, longest**2)[:, None]
     load = np.broadcast_to(LOAD_GRID[None, :], (len(sizes), LOAD_GRID.size))
-    ttft = ttft_wait_s(load, np.broadcast_to(prefill, load.shape)) + longest_s
+    ttft = ttft_wait_s(load, np.broadcast_to(prefill, load.shape)) * (1.0 + load) + longest_s
     capacities = []
     for row, size in enumerate(sizes):
         ok = np.flatnonzero(ttft[row] <= slo.ttft_s)
@@ -217,9 +302,10 @@ def replica_capacity(
     slo: ServingSlo,
     role: Role = "unified",
     transfer_s: float = 0.0,
+    settings: ReplicaSettings | None = None,
 ) -> Capacity:
     """`capacity_table` for one request size."""
-    return capacity_table(profile, [size], slo, role, np.array([transfer_s]))[0]
+    return capacity_table(profile, [size], slo, role, np.array([transfer_s]), settings)[0]
 
 
 def _lone_detail(
@@ -244,6 +330,8 @@ def _lone_detail(
             f"{points.tpot_s[row, 0] * 1000:.1f} ms, over the TPOT SLO of "
             f"{slo.tpot_s * 1000:.1f} ms"
         )
+    if limit == "batch":
+        return f"{what}: its batch cap leaves no room for a request"
     return (
         f"{what}: one request needs {points.kv_tokens[row, 0]:.0f} KV tokens, more than the "
         f"{profile.kv_capacity_tokens} it holds"

@@ -1,6 +1,7 @@
 """Mélange's formulation (Griggs et al., 2024), the baseline voltpack's planner is measured
 against: every bucket cut into `slices` slices, one binary per (slice, GPU configuration),
-an integer GPU count per configuration covering its slices' load, unified replicas only.
+an integer GPU count per configuration covering its slices' load, unified replicas only
+(voltpack's replica options: each GPU type x TP degree x prefill chunk counts as a "GPU").
 
 Written from the paper's description and its solver's documented inputs (workload
 distribution, per-GPU max throughput per bucket, slice factor); it runs on voltpack's
@@ -17,12 +18,13 @@ from scipy.sparse import coo_array
 
 from voltpack.perf.inference_profile import ProfileBook, default_profile_book
 from voltpack.policies.inference.mix_planner import (
-    TIME_LIMIT_S,
+    MIP_RELATIVE_GAP,
     CapacityTables,
     InfeasiblePlanError,
     PlanRequest,
     allowed_profiles,
     capacity_tables,
+    solver_notes,
 )
 from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
 
@@ -67,7 +69,10 @@ def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
     lower += [-np.inf] * configs
     upper += [0.0] * configs
     matrix = coo_array((values, (rows, cols)), shape=(load_row + configs, columns)).tocsr()
-    costs = np.concatenate([np.zeros(len(assignment)), tables.prices])
+    options = tables.options["unified"]
+    costs = np.concatenate(
+        [np.zeros(len(assignment)), np.array([o.price_per_hour for o in options])]
+    )
     result = milp(
         c=costs,
         constraints=LinearConstraint(matrix, np.array(lower), np.array(upper)),
@@ -76,7 +81,7 @@ def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
             np.zeros(columns),
             np.concatenate([np.ones(len(assignment)), np.full(configs, np.inf)]),
         ),
-        options={"time_limit": TIME_LIMIT_S, "mip_rel_gap": 1e-6},
+        options={"time_limit": request.time_limit_s, "mip_rel_gap": MIP_RELATIVE_GAP},
     )
     if result.x is None:
         raise InfeasiblePlanError(f"Mélange's formulation has no solution: {result.message}")
@@ -90,18 +95,19 @@ def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
         for column, (b, _s, cc) in enumerate(assignment):
             if cc == c and solution[column] > 0.5:
                 rates[b] = rates.get(b, 0.0) + float(slice_rate[b])
-        profile = tables.profiles[c]
+        option = options[c]
         groups.append(
             ReplicaGroup(
-                profile=profile,
+                profile=option.profile,
                 role="unified",
                 replicas=replicas,
-                price_per_gpu_hour=float(tables.prices[c] / profile.gpus),
+                price_per_gpu_hour=option.price_per_hour / option.profile.gpus,
                 bucket_rates_per_s=rates,
                 capacity_per_s={b: float(capacity[c, b]) for b in rates},
+                max_batch=option.settings.max_batch,
+                prefill_chunk_tokens=option.settings.prefill_chunk_tokens,
             )
         )
-    notes = () if result.status == 0 else (f"HiGHS stopped early: {result.message}",)
     return ServingPlan(
         model=request.model,
         slo=request.slo,
@@ -110,11 +116,12 @@ def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
         groups=tuple(groups),
         formulation="melange",
         solve_s=time.perf_counter() - started,
-        notes=notes,
+        notes=solver_notes(result),
+        optimality_gap=float(getattr(result, "mip_gap", 0.0) or 0.0),
     )
 
 
 def melange_plan(request: PlanRequest, book: ProfileBook | None = None) -> ServingPlan:
     """Mélange's plan for `request` on voltpack's profiles."""
     profiles = allowed_profiles(request, book or default_profile_book())
-    return solve_melange(request, capacity_tables(request, profiles))
+    return solve_melange(request, capacity_tables(request, profiles, ("unified",)))

@@ -27,15 +27,18 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, milp
 from scipy.sparse import coo_array
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.inference_profile import ProfileBook, ServingProfile, default_profile_book
 from voltpack.perf.serving_capacity import (
+    CHUNK_CANDIDATES,
     Capacity,
+    ReplicaSettings,
     Role,
     ServingSlo,
+    batch_cap,
     capacity_table,
     kv_transfer_s,
 )
@@ -48,9 +51,12 @@ DEFAULT_SLICES = 8
 KV_LINK_BYTES_PER_S_PER_GPU = 50e9
 """KV-cache transfer bandwidth per GPU of the sending prefill replica: one 400 Gb/s NIC per
 GPU (a DGX H100 has eight ConnectX-7 400G ports)."""
-TIME_LIMIT_S = 60.0
-"""HiGHS stops after this long and the best plan found so far is used (noted in the plan)."""
+TIME_LIMIT_S = 10.0
+"""Default solver budget: HiGHS stops after this long and the best plan found so far is used,
+its remaining optimality gap noted in the plan."""
 ROLES: tuple[Role, ...] = ("unified", "prefill", "decode")
+MIP_RELATIVE_GAP = 1e-4
+"""HiGHS stops when the plan is within this share of the best possible cost (its default)."""
 
 
 class InfeasiblePlanError(InvalidRequestError):
@@ -72,6 +78,7 @@ class PlanRequest:
     allow_split: bool = True
     slices: int = DEFAULT_SLICES
     kv_link_bytes_per_s_per_gpu: float = KV_LINK_BYTES_PER_S_PER_GPU
+    time_limit_s: float = TIME_LIMIT_S
 
     def __post_init__(self) -> None:
         if not self.rate_per_s > 0:
@@ -81,12 +88,19 @@ class PlanRequest:
 
 
 @dataclass(frozen=True)
-class CapacityTables:
-    """Per configuration (rows) and bucket (columns): one replica's capacity in each role."""
+class ReplicaOption:
+    """One way to run a replica: a profile, its settings and its price per hour."""
 
-    profiles: tuple[ServingProfile, ...]
-    prices: NDArray[np.float64]
-    """Price of one replica per hour, per configuration."""
+    profile: ServingProfile
+    settings: ReplicaSettings
+    price_per_hour: float
+
+
+@dataclass(frozen=True)
+class CapacityTables:
+    """Per role: the replica options, and each option's (rows) capacity per bucket (columns)."""
+
+    options: dict[Role, tuple[ReplicaOption, ...]]
     capacity: dict[Role, NDArray[np.float64]]
     details: dict[Role, list[list[Capacity]]]
 
@@ -106,39 +120,116 @@ def allowed_profiles(request: PlanRequest, book: ProfileBook) -> list[ServingPro
     return profiles
 
 
-def capacity_tables(request: PlanRequest, profiles: Sequence[ServingProfile]) -> CapacityTables:
-    """Capacities of every profile in every role for every bucket of the request's mix."""
+def replica_options(
+    request: PlanRequest, profiles: Sequence[ServingProfile], role: Role
+) -> list[ReplicaOption]:
+    """The settings tried per profile: unified replicas with each chunk of CHUNK_CANDIDATES
+    (or whole prompts first) and the largest batch that keeps a full iteration within the
+    TPOT SLO; prefill replicas
+    as they are; decode replicas with that largest batch. Options that cannot hold one
+    sequence within the SLO are left out."""
+    context = max(b.size.prompt_tokens + b.size.output_tokens for b in request.mix.buckets)
+    options = []
+    for profile in profiles:
+        price = request.prices.per_gpu_hour(profile.gpu_type) * profile.gpus
+        if role == "prefill":
+            options.append(ReplicaOption(profile, ReplicaSettings(), price))
+            continue
+        chunks: tuple[int | None, ...] = (None,)
+        if role == "unified":
+            chunks = (*CHUNK_CANDIDATES, None)
+        for chunk in chunks:
+            cap = batch_cap(profile, request.slo, context, chunk)
+            if cap >= 1:
+                options.append(ReplicaOption(profile, ReplicaSettings(cap, chunk), price))
+    return options
+
+
+def capacity_tables(
+    request: PlanRequest, profiles: Sequence[ServingProfile], roles: Sequence[Role] = ROLES
+) -> CapacityTables:
+    """Capacities of every replica option of every role for every bucket of the mix."""
     sizes = [bucket.size for bucket in request.mix.buckets]
     smallest_sender = min(profile.gpus for profile in profiles)
     link = request.kv_link_bytes_per_s_per_gpu * smallest_sender
+    options: dict[Role, tuple[ReplicaOption, ...]] = {}
     capacity: dict[Role, NDArray[np.float64]] = {}
     details: dict[Role, list[list[Capacity]]] = {}
-    for role in ROLES:
+    for role in roles:
+        options[role] = tuple(replica_options(request, profiles, role))
         rows = []
-        for profile in profiles:
-            transfer = np.array([kv_transfer_s(profile, s.prompt_tokens, link) for s in sizes])
-            rows.append(capacity_table(profile, sizes, request.slo, role, transfer))
-        details[role] = rows
-        capacity[role] = np.array([[c.rate_per_s for c in row] for row in rows])
-    prices = np.array(
-        [request.prices.per_gpu_hour(p.gpu_type) * p.gpus for p in profiles], dtype=np.float64
-    )
-    return CapacityTables(tuple(profiles), prices, capacity, details)
+        for option in options[role]:
+            transfer = np.array(
+                [kv_transfer_s(option.profile, s.prompt_tokens, link) for s in sizes]
+            )
+            rows.append(
+                capacity_table(option.profile, sizes, request.slo, role, transfer, option.settings)
+            )
+        table = np.array([[c.rate_per_s for c in row] for row in rows]).reshape(
+            len(rows), len(sizes)
+        )
+        keep = undominated(table, np.array([o.price_per_hour for o in options[role]]))
+        options[role] = tuple(options[role][i] for i in keep)
+        details[role] = [rows[i] for i in keep]
+        capacity[role] = table[keep]
+    return CapacityTables(options, capacity, details)
 
 
-def _check_servable(request: PlanRequest, tables: CapacityTables, roles: Sequence[Role]) -> None:
-    unified = tables.capacity["unified"].max(axis=0)
-    split = np.minimum(
-        tables.capacity["prefill"].max(axis=0), tables.capacity["decode"].max(axis=0)
-    )
-    servable = unified > 0
+def undominated(capacity: NDArray[np.float64], prices: NDArray[np.float64]) -> list[int]:
+    """Rows no other row dominates: another option at most as expensive that serves every
+    bucket at least as fast (and one strictly better, or an earlier identical row). Leaving a
+    dominated option out cannot raise the optimum: any plan using it can use the dominating
+    option instead at no more cost."""
+    keep = []
+    for i in range(capacity.shape[0]):
+        dominated = False
+        for j in range(capacity.shape[0]):
+            if j == i or prices[j] > prices[i] or (capacity[j] < capacity[i]).any():
+                continue
+            strictly = prices[j] < prices[i] or (capacity[j] > capacity[i]).any()
+            if strictly or j < i:
+                dominated = True
+                break
+        if not dominated:
+            keep.append(i)
+    return keep
+
+
+def _check_servable(
+    request: PlanRequest,
+    tables: CapacityTables,
+    roles: Sequence[Role],
+    profiles: Sequence[ServingProfile],
+) -> None:
+    buckets = len(request.mix.buckets)
+
+    def best(role: Role) -> NDArray[np.float64]:
+        table = tables.capacity.get(role)
+        if table is None or table.shape[0] == 0:
+            return np.zeros(buckets)
+        return np.asarray(table.max(axis=0), dtype=np.float64)
+
+    servable = best("unified") > 0
     if "prefill" in roles:
-        servable |= split > 0
+        servable |= np.minimum(best("prefill"), best("decode")) > 0
     for position in np.flatnonzero(~servable):
         bucket = request.mix.buckets[int(position)]
         reasons = sorted(
-            {row[int(position)].detail for row in tables.details["unified"]},
+            {
+                row[int(position)].detail
+                for role in roles
+                for row in tables.details.get(role, [])
+                if row[int(position)].rate_per_s <= 0
+            }
         )
+        if not tables.options.get("unified"):
+            fastest = min(profiles, key=lambda p: p.decode_step_s(1, bucket.size.prompt_tokens))
+            step_s = fastest.decode_step_s(1, bucket.size.prompt_tokens)
+            reasons.insert(
+                0,
+                f"the fastest decode step of one sequence ({fastest.label}) takes "
+                f"{step_s * 1000:.1f} ms, over the TPOT SLO of {request.slo.tpot_s * 1000:.1f} ms",
+            )
         raise InfeasiblePlanError(
             f"no allowed GPU type meets the SLO (TTFT {request.slo.ttft_s * 1000:.0f} ms, TPOT "
             f"{request.slo.tpot_s * 1000:.0f} ms) for {bucket.label} ({bucket.share:.1%} of "
@@ -180,59 +271,61 @@ def _integrality(model: _Model, integer_slices: bool) -> NDArray[np.int64]:
 def solve_plan(
     request: PlanRequest,
     tables: CapacityTables,
-    configurations: Sequence[int] | None = None,
+    gpu_types: Sequence[str] | None = None,
     roles: Sequence[Role] = ROLES,
     formulation: str = "voltpack",
     integer_slices: bool = False,
 ) -> ServingPlan:
-    """The least-cost plan over `configurations` (indices into `tables.profiles`; default
-    all) and `roles`. Replica counts are integers; each (bucket, configuration, role) serves
-    a number of the bucket's slices: an integer with `integer_slices` (Mélange's granularity,
-    the same optimum as its binary form), else any fraction (a router can split a bucket's
-    traffic in any proportion: never costlier, and solved several times faster)."""
+    """The least-cost plan over the options of `roles` (only those of `gpu_types` if given).
+    Replica counts are integers; each (bucket, option) serves a number of the bucket's
+    slices: an integer with `integer_slices` (Mélange's granularity, the same optimum as its
+    binary form), else any fraction (a router can split a bucket's traffic in any
+    proportion: never costlier, and solved several times faster)."""
     started = time.perf_counter()
-    chosen = list(range(len(tables.profiles))) if configurations is None else list(configurations)
     buckets = request.mix.buckets
     slices = request.slices
     slice_rate = np.array([b.share * request.rate_per_s / slices for b in buckets])
     model = _Model([], [], {}, {})
     for role in roles:
-        for c in chosen:
-            model.replica_columns[(role, c)] = model.add(float(tables.prices[c]), np.inf)
+        for o, option in enumerate(tables.options.get(role, ())):
+            if gpu_types is not None and option.profile.gpu_type not in gpu_types:
+                continue
+            model.replica_columns[(role, o)] = model.add(option.price_per_hour, np.inf)
             for b in range(len(buckets)):
-                if tables.capacity[role][c, b] > 0:
-                    model.slice_columns[(role, b, c)] = model.add(0.0, float(slices))
+                if tables.capacity[role][o, b] > 0:
+                    model.slice_columns[(role, b, o)] = model.add(0.0, float(slices))
     rows: list[int] = []
     cols: list[int] = []
     values: list[float] = []
     lower: list[float] = []
     upper: list[float] = []
+    by_bucket: dict[int, list[tuple[Role, int]]] = {b: [] for b in range(len(buckets))}
+    by_option: dict[tuple[Role, int], list[tuple[int, int]]] = {
+        key: [] for key in model.replica_columns
+    }
+    for (role, b, o), column in model.slice_columns.items():
+        by_bucket[b].append((role, column))
+        by_option[(role, o)].append((b, column))
     row = 0
     for b in range(len(buckets)):
         # every slice served once: unified slices + prefill slices = slices
-        for role in ("unified", "prefill"):
-            for c in chosen:
-                column = model.slice_columns.get((role, b, c))
-                if column is not None:
-                    _entry(rows, cols, values, row, column, 1.0)
+        for role, column in by_bucket[b]:
+            if role != "decode":
+                _entry(rows, cols, values, row, column, 1.0)
         lower.append(float(slices))
         upper.append(float(slices))
         row += 1
         if "prefill" in roles:
-            for role, sign in (("prefill", 1.0), ("decode", -1.0)):
-                for c in chosen:
-                    column = model.slice_columns.get((role, b, c))
-                    if column is not None:
-                        _entry(rows, cols, values, row, column, sign)
+            for role, column in by_bucket[b]:
+                if role != "unified":
+                    _entry(rows, cols, values, row, column, 1.0 if role == "prefill" else -1.0)
             lower.append(0.0)
             upper.append(0.0)
             row += 1
-    for (role, c), replica_column in model.replica_columns.items():
-        for b in range(len(buckets)):
-            column = model.slice_columns.get((role, b, c))
-            if column is not None:
-                load = float(slice_rate[b] / tables.capacity[role][c, b])
-                _entry(rows, cols, values, row, column, load)
+    for (role, o), replica_column in model.replica_columns.items():
+        for b, column in by_option[(role, o)]:
+            load = float(slice_rate[b] / tables.capacity[role][o, b])
+            _entry(rows, cols, values, row, column, load)
         _entry(rows, cols, values, row, replica_column, -1.0)
         lower.append(-np.inf)
         upper.append(0.0)
@@ -243,33 +336,34 @@ def solve_plan(
         constraints=LinearConstraint(matrix, np.array(lower), np.array(upper)),
         integrality=_integrality(model, integer_slices),
         bounds=Bounds(np.zeros(len(model.costs)), np.array(model.upper)),
-        options={"time_limit": TIME_LIMIT_S, "mip_rel_gap": 1e-6},
+        options={"time_limit": request.time_limit_s, "mip_rel_gap": MIP_RELATIVE_GAP},
     )
     if result.x is None:
         raise InfeasiblePlanError(f"the {formulation} plan has no solution: {result.message}")
     solution = np.asarray(result.x, dtype=np.float64)
     groups = []
-    for (role, c), replica_column in model.replica_columns.items():
+    for (role, o), replica_column in model.replica_columns.items():
         replicas = round(solution[replica_column])
         if replicas == 0:
             continue
         rates = {
             b: float(solution[column] * slice_rate[b])
-            for (r, b, cc), column in model.slice_columns.items()
-            if r == role and cc == c and solution[column] > 1e-9
+            for (r, b, oo), column in model.slice_columns.items()
+            if r == role and oo == o and solution[column] > 1e-9
         }
-        profile = tables.profiles[c]
+        option = tables.options[role][o]
         groups.append(
             ReplicaGroup(
-                profile=profile,
+                profile=option.profile,
                 role=role,
                 replicas=replicas,
-                price_per_gpu_hour=float(tables.prices[c] / profile.gpus),
+                price_per_gpu_hour=option.price_per_hour / option.profile.gpus,
                 bucket_rates_per_s=rates,
-                capacity_per_s={b: float(tables.capacity[role][c, b]) for b in rates},
+                capacity_per_s={b: float(tables.capacity[role][o, b]) for b in rates},
+                max_batch=option.settings.max_batch,
+                prefill_chunk_tokens=option.settings.prefill_chunk_tokens,
             )
         )
-    notes = () if result.status == 0 else (f"HiGHS stopped early: {result.message}",)
     return ServingPlan(
         model=request.model,
         slo=request.slo,
@@ -278,8 +372,17 @@ def solve_plan(
         groups=tuple(groups),
         formulation=formulation,
         solve_s=time.perf_counter() - started,
-        notes=notes,
+        notes=solver_notes(result),
+        optimality_gap=float(getattr(result, "mip_gap", 0.0) or 0.0),
     )
+
+
+def solver_notes(result: OptimizeResult) -> tuple[str, ...]:
+    """What to tell the user about how the solve ended (nothing when proven optimal)."""
+    if result.status == 0:
+        return ()
+    gap = float(getattr(result, "mip_gap", 0.0) or 0.0)
+    return (f"HiGHS stopped at its time limit within {gap:.2%} of the best possible cost",)
 
 
 def plan_service(request: PlanRequest, book: ProfileBook | None = None) -> ServingPlan:
@@ -290,9 +393,9 @@ def plan_service(request: PlanRequest, book: ProfileBook | None = None) -> Servi
     some requests, InvalidRequestError for an unknown model or unpriced type.
     """
     profiles = allowed_profiles(request, book or default_profile_book())
-    tables = capacity_tables(request, profiles)
     roles: tuple[Role, ...] = ROLES if request.allow_split else ("unified",)
-    _check_servable(request, tables, roles)
+    tables = capacity_tables(request, profiles, roles)
+    _check_servable(request, tables, roles, profiles)
     return solve_plan(request, tables, roles=roles)
 
 
@@ -301,13 +404,15 @@ def best_single_type_plan(request: PlanRequest, book: ProfileBook | None = None)
     baseline Mélange compares against. Raises InfeasiblePlanError when no type alone serves
     every bucket."""
     profiles = allowed_profiles(request, book or default_profile_book())
-    tables = capacity_tables(request, profiles)
+    tables = capacity_tables(request, profiles, ("unified",))
     best: ServingPlan | None = None
     for gpu_type in dict.fromkeys(p.gpu_type for p in profiles):
-        chosen = [i for i, p in enumerate(profiles) if p.gpu_type == gpu_type]
-        if (tables.capacity["unified"][chosen].max(axis=0) <= 0).any():
+        chosen = [
+            i for i, o in enumerate(tables.options["unified"]) if o.profile.gpu_type == gpu_type
+        ]
+        if not chosen or (tables.capacity["unified"][chosen].max(axis=0) <= 0).any():
             continue
-        plan = solve_plan(request, tables, chosen, ("unified",), f"single:{gpu_type}")
+        plan = solve_plan(request, tables, (gpu_type,), ("unified",), f"single:{gpu_type}")
         if best is None or plan.cost_per_hour < best.cost_per_hour:
             best = plan
     if best is None:

@@ -68,6 +68,8 @@ class ServingPlan:
     """Which planner produced it (e.g. `voltpack`, `melange`, `single:H100-SXM`)."""
     solve_s: float = 0.0
     notes: tuple[str, ...] = ()
+    optimality_gap: float = 0.0
+    """How far above the best possible cost the plan may be (0 when proven optimal)."""
 
     @property
     def cost_per_hour(self) -> float:
