@@ -1,9 +1,11 @@
-"""Request-level serving simulator: iteration semantics, routing, SLO accounting, energy."""
+"""Request-level serving simulator: iteration semantics (prefill priority and chunked prefill),
+batch caps, routing, SLO accounting, energy."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,6 +85,21 @@ def plan(
     )
 
 
+def with_fields(fleet: ServingPlan, group: int | None = None, **fields: Any) -> ServingPlan:
+    """The plan with `fields` (e.g. max_batch, prefill_chunk_tokens) set on one group, or on
+    every group when `group` is None."""
+    groups = tuple(
+        replace(g, **fields) if group is None or index == group else g
+        for index, g in enumerate(fleet.groups)
+    )
+    return replace(fleet, groups=groups)
+
+
+def mixed_s(profile: ServingProfile, batch: float, context: float, chunk: float) -> float:
+    """Time of one iteration decoding `batch` sequences and prefilling `chunk` tokens."""
+    return float(profile.mixed_step_s(np.array([batch]), np.array([context]), np.array([chunk]))[0])
+
+
 def lone_decode_s(profile: ServingProfile, prompt: int, output: int) -> float:
     """Time of the output - 1 decode steps of a request decoding alone."""
     context = prompt + 1 + np.arange(output - 1, dtype=np.float64)
@@ -158,7 +175,128 @@ def test_second_replica_takes_the_second_request(h100: ServingProfile) -> None:
     assert result.ttft_s[1] == pytest.approx(h100.prefill_s([1000]))
 
 
+# chunked prefill
+
+
+@pytest.mark.parametrize(("prompt", "chunk"), [(1000, 256), (512, 256), (300, 512)])
+def test_chunked_lone_request_ttft_is_the_sum_of_its_chunks(
+    h100: ServingProfile, prompt: int, chunk: int
+) -> None:
+    reqs = requests([2.0], [prompt], [50])
+    fleet = with_fields(plan(reqs, [(h100, "unified", 1)]), prefill_chunk_tokens=chunk)
+    result = simulate_serving(fleet, reqs)
+    sizes = [chunk] * ((prompt - 1) // chunk) + [prompt - chunk * ((prompt - 1) // chunk)]
+    chunks_s = sum(mixed_s(h100, 0, 0, size) for size in sizes)
+    assert result.ttft_s[0] == pytest.approx(chunks_s)
+    # every later token one decode iteration after the previous one
+    decode_s = lone_decode_s(h100, prompt, 50)
+    assert result.tpot_s[0] == pytest.approx(decode_s / 49)
+    # chunks with nothing to decode are prefill time, the decode steps decode time
+    (group,) = result.groups
+    assert group.prefill_share * result.duration_s == pytest.approx(chunks_s)
+    assert group.decode_share * result.duration_s == pytest.approx(decode_s)
+
+
+def test_chunked_prefill_keeps_a_running_request_decoding(h100: ServingProfile) -> None:
+    """A (100 tokens) and B (8,000) arrive together: the first iteration prefills A and B's
+    first 412 tokens; A then decodes one token per mixed iteration while B's chunks go in."""
+    chunk = 512
+    reqs = requests([0.0, 0.0], [100, 8000], [11, 5])
+    fleet = with_fields(plan(reqs, [(h100, "unified", 1)]), prefill_chunk_tokens=chunk)
+    result = simulate_serving(fleet, reqs)
+    alone_s = mixed_s(h100, 0, 0, chunk)
+    mixed = [mixed_s(h100, 1, 101 + k, chunk) for k in range(10)]
+    assert result.ttft_s[0] == pytest.approx(alone_s)
+    assert result.tpot_s[0] == pytest.approx(np.mean(mixed))
+    # B: its first chunk with A, 10 chunks beside A's decode, 4 alone, then the last 420 tokens
+    b_ttft_s = alone_s + sum(mixed) + 4 * alone_s + mixed_s(h100, 0, 0, 420)
+    assert result.ttft_s[1] == pytest.approx(b_ttft_s)
+    assert result.tpot_s[1] == pytest.approx(lone_decode_s(h100, 8000, 5) / 4)
+    # a mixed iteration's chunk counts as prefill, its decode step as decode
+    (group,) = result.groups
+    chunk_s = 10 * chunk * h100.prefill_token_s
+    assert group.prefill_share * result.duration_s == pytest.approx(
+        5 * alone_s + mixed_s(h100, 0, 0, 420) + chunk_s
+    )
+    assert group.decode_share * result.duration_s == pytest.approx(
+        sum(mixed) - chunk_s + lone_decode_s(h100, 8000, 5)
+    )
+
+
+def test_chunked_prefill_bounds_tpot_where_prefill_priority_stalls(
+    h100: ServingProfile,
+) -> None:
+    chunk = 512
+    reqs = requests([0.0, 0.2], [100, 8000], [11, 5])
+    priority = simulate_serving(plan(reqs, [(h100, "unified", 1)]), reqs)
+    chunked = simulate_serving(
+        with_fields(plan(reqs, [(h100, "unified", 1)]), prefill_chunk_tokens=chunk), reqs
+    )
+    # prefill priority: one of A's 10 token gaps holds B's whole prefill
+    assert priority.tpot_s[0] * 10 > h100.prefill_s([8000])
+    # chunked: every gap is one iteration, at most a mixed one with A's batch of 1
+    assert chunked.tpot_s[0] <= mixed_s(h100, 1, 111, chunk)
+    assert chunked.tpot_s[0] < priority.tpot_s[0]
+
+
+def test_chunked_and_prefill_priority_serve_the_same_trace_slice(
+    h100: ServingProfile, conversation: LlmRequests
+) -> None:
+    count = 600
+    head = LlmRequests(
+        conversation.arrival_s[:count],
+        conversation.prompt_tokens[:count],
+        conversation.output_tokens[:count],
+    )
+    # twice the trace's rate so that batches form and prompts meet running sequences
+    head = scale_to_rate(head, 2 * trace_rate_per_s(head))
+    fleet = plan(head, [(h100, "unified", 2)])
+    chunk = 512
+    results = {
+        "priority": simulate_serving(fleet, head),
+        "chunked": simulate_serving(with_fields(fleet, prefill_chunk_tokens=chunk), head),
+    }
+    for result in results.values():
+        assert result.requests_served == count
+        assert int(np.isfinite(result.ttft_s).sum()) == count
+        assert sum(g.requests for g in result.groups) == count
+        assert np.all(result.ttft_s > 0) and np.all(result.tpot_s >= 0)
+        assert result.duration_s >= float(head.arrival_s[-1] - head.arrival_s[0])
+    # no TPOT above the slowest possible iteration: a full batch, a full KV cache, a chunk
+    bound_s = mixed_s(h100, MAX_BATCH, h100.kv_capacity_tokens, chunk)
+    assert results["chunked"].tpot_p99_s <= float(np.max(results["chunked"].tpot_s)) <= bound_s
+    assert results["chunked"].groups[0].prefill_share > 0
+    assert results["chunked"].groups[0].decode_share > 0
+
+
 # capacity limits
+
+
+@pytest.mark.parametrize("chunk", [None, 512])
+def test_unified_batch_stays_within_the_groups_max_batch(
+    h100: ServingProfile, chunk: int | None
+) -> None:
+    reqs = requests([0.0] * 6, [10] * 6, [100] * 6)
+    fleet = with_fields(plan(reqs, [(h100, "unified", 1)]), max_batch=4, prefill_chunk_tokens=chunk)
+    result = simulate_serving(fleet, reqs)
+    first_done_s = float(np.min(result.ttft_s + 99 * result.tpot_s))
+    assert np.all(result.ttft_s[:4] < first_done_s)
+    assert np.all(result.ttft_s[4:] >= first_done_s)
+    # the first four decode together: each step is a batch of 4
+    assert result.tpot_s[0] == pytest.approx(h100.decode_step_s(4, 4 * 61), rel=0.02)
+
+
+def test_split_groups_honour_their_max_batch(h100: ServingProfile) -> None:
+    reqs = requests([0.0] * 5, [10] * 5, [50] * 5)
+    split = plan(reqs, [(h100, "prefill", 1), (h100, "decode", 1)])
+    split = with_fields(with_fields(split, 0, max_batch=2), 1, max_batch=3)
+    result = simulate_serving(split, reqs)
+    two_s, one_s = h100.prefill_s([10, 10]), h100.prefill_s([10])
+    # prefill batches of at most 2 prompts
+    assert result.ttft_s == pytest.approx([two_s, two_s, 2 * two_s, 2 * two_s, 2 * two_s + one_s])
+    # decode: at most 3 at once, so the last two start only when the first three leave
+    last_s = np.sort(result.ttft_s + 49 * result.tpot_s)
+    assert last_s[3] - last_s[2] > 45 * h100.decode_step_s(1, 20)
 
 
 def test_decode_batch_stays_within_max_batch(h100: ServingProfile) -> None:
@@ -306,12 +444,13 @@ def test_adding_replicas_never_lowers_attainment(
 
 def test_energy_is_idle_power_plus_busy_time_at_active_power(h100: ServingProfile) -> None:
     reqs = requests([0.0, 3.0, 3.5, 10.0], [1000, 3000, 200, 800], [100, 50, 300, 20])
-    fleets: list[list[tuple[ServingProfile, Role, int]]] = [
-        [(h100, "unified", 3)],
-        [(h100, "prefill", 1), (h100, "decode", 2)],
+    fleets = [
+        plan(reqs, [(h100, "unified", 3)]),
+        with_fields(plan(reqs, [(h100, "unified", 2)]), prefill_chunk_tokens=256),
+        plan(reqs, [(h100, "prefill", 1), (h100, "decode", 2)]),
     ]
-    for groups in fleets:
-        result = simulate_serving(plan(reqs, groups), reqs)
+    for fleet in fleets:
+        result = simulate_serving(fleet, reqs)
         idle_w = h100.power_w(0.0, 0.0)
         prefill_extra_w = h100.power_w(1.0, 0.0) - idle_w
         decode_extra_w = h100.power_w(0.0, 1.0) - idle_w
@@ -329,7 +468,8 @@ def test_energy_is_idle_power_plus_busy_time_at_active_power(h100: ServingProfil
         assert 0 < result.mean_power_w < gpus * h100.rates.tdp_w
 
 
-def test_same_seed_same_result(h100: ServingProfile) -> None:
+@pytest.mark.parametrize("chunk", [None, 256])
+def test_same_seed_same_result(h100: ServingProfile, chunk: int | None) -> None:
     count = 300
     rng = np.random.default_rng(3)
     reqs = requests(
@@ -339,6 +479,7 @@ def test_same_seed_same_result(h100: ServingProfile) -> None:
     )
     # two groups share every bucket: the seed decides which one a request goes to
     fleet = plan(reqs, [(h100, "unified", 2), (h100, "unified", 1)])
+    fleet = with_fields(fleet, prefill_chunk_tokens=chunk)
 
     def key(result: ServingResult) -> tuple[object, ...]:
         return (
@@ -428,6 +569,9 @@ def test_bad_input_raises_invalid_request_error(h100: ServingProfile) -> None:
         (with_groups(ReplicaGroup(h100, "unified", 1, PRICE, {0: -1.0})), reqs, {}, "rate"),
         (with_groups(ReplicaGroup(h100, "unified", 1, PRICE, {9: 1.0})), reqs, {}, "bucket 9"),
         (with_groups(ReplicaGroup(h100, "unified", 0, PRICE, {0: 1.0})), reqs, {}, "replicas"),
+        (with_groups(replace(group, max_batch=0)), reqs, {}, "max_batch"),
+        (with_groups(replace(group, prefill_chunk_tokens=0)), reqs, {}, "prefill_chunk_tokens"),
+        (with_groups(replace(group, prefill_chunk_tokens=-5)), reqs, {}, "prefill_chunk_tokens"),
         (good, requests([0.0, 1.0], [100], [10, 20]), {}, "one length"),
         (good, requests([], [], []), {}, "no requests"),
         (good, requests([0.0, 1.0], [0, 200], [10, 20]), {}, "prompt_tokens >= 1"),
@@ -436,6 +580,8 @@ def test_bad_input_raises_invalid_request_error(h100: ServingProfile) -> None:
         (good, reqs, {"prefill_token_budget": 0}, "prefill_token_budget"),
     ]
     assert simulate_serving(with_groups(group), reqs).requests_served == 2
+    chunked = replace(group, max_batch=1, prefill_chunk_tokens=1)
+    assert simulate_serving(with_groups(chunked), reqs).requests_served == 2
     for bad_plan, bad_requests, options, message in cases:
         with pytest.raises(InvalidRequestError, match=message):
             simulate_serving(bad_plan, bad_requests, **options)  # type: ignore[arg-type]

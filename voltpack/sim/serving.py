@@ -13,7 +13,10 @@ moment it arrives: for prefill replicas the prompt tokens not yet prefilled; for
 decode replicas the requests outstanding there (queued, prefilling, running or with KV cache
 in flight), ties broken by prompt tokens not yet prefilled, then by replica order. A decode
 replica is chosen when the KV transfer starts. Replicas run iteration by iteration
-(`voltpack.sim.serving_replica`).
+(`voltpack.sim.serving_replica`): each group's replicas run at most its `max_batch` sequences
+at once, and a unified group with `prefill_chunk_tokens` runs chunked prefill (decode steps
+carrying up to that many prompt tokens) instead of prefill priority; the chunk is ignored for
+prefill and decode groups.
 
 A request counts as unserved (and failing the SLO) when no group serves its bucket, when its
 bucket's prefill group has no decode group, or when it needs more KV cache than one replica
@@ -139,8 +142,12 @@ def simulate_serving(
 ) -> ServingResult:
     """Replay `requests` against `plan`'s replicas and report what they experienced.
 
+    `prefill_token_budget` bounds a prefill batch of prefill-priority unified and of prefill
+    replicas; chunked unified replicas take their group's `prefill_chunk_tokens` instead.
+
     Raises InvalidRequestError for an empty plan, a negative rate, a bucket outside the
-    plan's mix, mismatched or invalid request arrays, or a non-positive link speed or budget.
+    plan's mix, a group's `max_batch` or `prefill_chunk_tokens` below 1, mismatched or invalid
+    request arrays, or a non-positive link speed or budget.
     """
     arrival_s, prompts, outputs = _checked_requests(requests)
     _check_plan(plan)
@@ -161,7 +168,10 @@ def simulate_serving(
     decode = np.where(too_large, -1, decode)
 
     engine = ServingEngine(
-        [PoolSpec(g.profile, g.role, g.replicas) for g in groups],
+        [
+            PoolSpec(g.profile, g.role, g.replicas, g.max_batch, g.prefill_chunk_tokens)
+            for g in groups
+        ],
         RequestPlan(arrival_s, prompts, outputs, front, decode),
         prefill_token_budget=prefill_token_budget,
         link_bytes_per_s_per_gpu=kv_link_bytes_per_s_per_gpu,
@@ -252,6 +262,16 @@ def _check_plan(plan: ServingPlan) -> None:
             raise InvalidRequestError(
                 f"group {group.label}: replicas must be at least 1, got {group.replicas}"
             )
+        if not _is_count(group.max_batch):
+            raise InvalidRequestError(
+                f"group {group.label}: max_batch must be an integer >= 1, got {group.max_batch}"
+            )
+        chunk = group.prefill_chunk_tokens
+        if chunk is not None and not _is_count(chunk):
+            raise InvalidRequestError(
+                f"group {group.label}: prefill_chunk_tokens must be None or an integer >= 1, "
+                f"got {chunk}"
+            )
         for bucket, rate in group.bucket_rates_per_s.items():
             if not 0 <= bucket < buckets:
                 raise InvalidRequestError(
@@ -263,6 +283,11 @@ def _check_plan(plan: ServingPlan) -> None:
                     f"group {group.label}: bucket_rates_per_s[{bucket}] = {rate} must be a "
                     "finite rate >= 0"
                 )
+
+
+def _is_count(value: object) -> bool:
+    """Whether `value` is an integer (not a bool) of at least 1."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value >= 1)
 
 
 def _route(
@@ -329,7 +354,8 @@ def _group_usage(
     groups: Sequence[ReplicaGroup], replicas: Sequence[ReplicaUsage], duration_s: float
 ) -> tuple[GroupUsage, ...]:
     """Busy shares and energy per group: each replica at `power_w` of its prefill and decode
-    shares over the duration."""
+    shares over the duration (a mixed iteration's chunk share counts as prefill, the rest as
+    decode)."""
     usage = []
     for index, group in enumerate(groups):
         members = [r for r in replicas if r.pool == index]

@@ -1,33 +1,51 @@
 """Iteration-level LLM serving replicas and the event loop that drives a fleet of them.
 
-A replica runs one iteration at a time: a prefill batch or a run of decode steps. Roles:
+A replica runs one iteration at a time: a prefill batch, a decode step, or (chunked prefill) a
+decode step that also prefills a chunk of prompt tokens. Every role runs at most its group's
+`max_batch` sequences at once (the engine's `max_num_seqs`). Roles:
 
-- `unified`: continuous batching with prefill priority (vLLM's default). At each iteration
-  boundary, waiting prompts are prefilled together (arrival order, up to a token budget but at
-  least one, while the running batch stays within MAX_BATCH and their KV cache fits); the first
-  token leaves at the end of the prefill and the sequence joins the decode batch. Otherwise one
-  decode step gives every running sequence a token.
-- `prefill`: only prefill batches (same admission, KV for the prompts only); after the first
-  token the KV cache moves to a decode replica over the replica's link, one transfer after
-  another.
+- `unified` with prefill priority (`prefill_chunk_tokens` None, vLLM V0's default): at each
+  iteration boundary, waiting prompts are prefilled together (arrival order, up to a token
+  budget but at least one, while the running batch stays within `max_batch` and their KV cache
+  fits); the first token leaves at the end of the prefill and the sequence joins the decode
+  batch. Otherwise one decode step gives every running sequence a token.
+- `unified` with chunked prefill (`prefill_chunk_tokens` C, vLLM V1 and Sarathi-Serve): every
+  iteration decodes all running sequences and prefills up to C prompt tokens from the head of
+  the prompt queue in arrival order; a prompt may span several iterations and starts only when
+  its KV cache fits and the running sequences plus the prompts in progress stay within
+  `max_batch`. It takes `profile.mixed_step_s(batch, context, chunk)` (a plain prefill of the
+  chunk when nothing decodes). A prompt's first token leaves at the end of the iteration that
+  prefills its last token; it decodes from the next iteration on.
+- `prefill`: only prefill batches (same admission, at most `max_batch` prompts, KV for the
+  prompts only); after the first token the KV cache moves to a decode replica over the
+  replica's link, one transfer after another.
 - `decode`: admits arrived KV caches at each boundary (arrival order, while they fit) and runs
   decode steps back to back.
 
 A sequence reserves its final KV footprint (prompt + output tokens) when it is admitted, so no
 sequence is ever preempted; decode steps are timed with the tokens the batch actually holds.
 
-Decode steps between two events run as one *segment*: with the batch fixed until the next
-sequence finishes, the step times come from one vectorised call, and an arrival that can join
-cuts the segment at the end of the step in progress.
+Iterations between two events run as one *segment*: with the batch fixed until the next
+sequence finishes, the step times come from one vectorised call. In a plain decode segment an
+arrival that can join cuts the segment at the end of the step in progress. With chunked
+prefill, the iterations that give all C tokens to one prompt that does not finish in them form
+a segment too (arrivals cannot change them); the iteration that finishes a prompt (and may
+start the next ones) runs on its own.
 
-Simplifications against a real engine: no chunked prefill (a prefill stalls the whole decode
-batch); KV cache reserved for the final length at admission (the simulator knows output
-lengths), so no preemption or recomputation, no paging granularity and no prefix caching; a
-prefill replica frees a prompt's KV at the end of the prefill, starts transfers only after the
-whole batch (no layer-by-layer overlap) and sends one at a time over its own link, with no
-contention in the network or at the decode side; the router sees every replica's state at
-once; step times are the profile's, with no scheduling, sampling or streaming overhead and no
-noise.
+Busy time: a prefill batch, or a chunk with nothing to decode, counts as prefill and a decode
+step as decode; a mixed iteration counts `chunk * profile.prefill_token_s` as prefill and the
+rest (its decode step) as decode.
+
+Simplifications against a real engine: with prefill priority a prefill stalls the whole
+decode batch; a chunk costs the decode step plus a fixed time per prompt token (no attention
+over the prompt's earlier chunks), and a chunk with nothing to decode is timed as one prompt
+of the chunk's length; KV cache reserved for the final length at admission (the simulator
+knows output lengths), so no preemption or recomputation, no paging granularity and no prefix
+caching; a prefill replica frees a prompt's KV at the end of the prefill, starts transfers
+only after the whole batch (no layer-by-layer overlap) and sends one at a time over its own
+link, with no contention in the network or at the decode side; the router sees every
+replica's state at once; step times are the profile's, with no scheduling, sampling or
+streaming overhead and no noise.
 """
 
 from __future__ import annotations
@@ -50,7 +68,9 @@ SEGMENT_MAX_STEPS = 256
 ROUTE_SCALE = 1 << 32
 """Weight of outstanding requests over queued prompt tokens in a replica's routing key."""
 
-_IDLE, _WAKING, _PREFILL, _DECODE = range(4)
+_IDLE, _WAKING, _PREFILL, _DECODE, _CHUNKS, _MIXED = range(6)
+"""Phases: idle, woken for a boundary, prefill batch, decode segment, segment of chunked
+iterations, one mixed iteration that finishes a prompt."""
 _KV_ARRIVAL, _BOUNDARY = 0, 1
 """Event priorities at equal times: KV caches arrive before a boundary decides."""
 
@@ -62,6 +82,11 @@ class PoolSpec:
     profile: ServingProfile
     role: Role
     replicas: int
+    max_batch: int = MAX_BATCH
+    """Most sequences running at once (and prompts in one prefill batch)."""
+    prefill_chunk_tokens: int | None = None
+    """Unified replicas: prompt tokens per iteration (chunked prefill); None = prefill priority.
+    Ignored for other roles."""
 
 
 @dataclass(frozen=True)
@@ -104,32 +129,49 @@ class _Pool:
         self.index = index
         self.spec = spec
         self.keys = np.zeros(spec.replicas, dtype=np.int64)
+        self.chunk_alone_s: dict[int, float] = {}
         self.replicas = [_Replica(engine, self, slot) for slot in range(spec.replicas)]
 
     def pick(self) -> _Replica:
         return self.replicas[int(np.argmin(self.keys))]
+
+    def chunk_alone_step_s(self, tokens: int) -> float:
+        """Time of an iteration that only prefills `tokens` prompt tokens (memoised)."""
+        step_s = self.chunk_alone_s.get(tokens)
+        if step_s is None:
+            zero = np.zeros(1)
+            step_s = float(self.spec.profile.mixed_step_s(zero, zero, np.array([tokens]))[0])
+            self.chunk_alone_s[tokens] = step_s
+        return step_s
 
 
 class _Replica:
     __slots__ = (
         "batch",
         "batch_start_s",
+        "chunk_tokens",
         "context_tokens",
         "decode_busy_s",
         "engine",
+        "iteration_tokens",
         "kv_capacity_tokens",
         "kv_used_tokens",
         "link_bytes_per_s",
         "link_free_s",
+        "max_batch",
         "outstanding",
+        "partial",
+        "partial_left",
         "phase",
         "pool",
         "prefill_busy_s",
+        "prefill_token_s",
         "profile",
         "queued_prompt_tokens",
         "requests",
         "role",
         "running",
+        "segment_chunk",
         "segment_ends_s",
         "segment_start_s",
         "segment_steps",
@@ -145,6 +187,13 @@ class _Replica:
         self.slot = slot
         self.profile = pool.spec.profile
         self.role = pool.spec.role
+        self.max_batch = pool.spec.max_batch
+        chunk = pool.spec.prefill_chunk_tokens if self.role == "unified" else None
+        self.chunk_tokens = chunk or 0  # prompt tokens per iteration, 0: prefill priority
+        self.prefill_token_s = self.profile.prefill_token_s if chunk else 0.0
+        self.partial = -1  # chunked prefill: the admitted prompt begun but not finished
+        self.partial_left = 0  # its prompt tokens not yet prefilled
+        self.iteration_tokens = 0
         self.kv_capacity_tokens = self.profile.kv_capacity_tokens
         self.link_bytes_per_s = engine.link_bytes_per_s_per_gpu * self.profile.gpus
         self.link_free_s = 0.0
@@ -162,6 +211,7 @@ class _Replica:
         self.segment_start_s = 0.0
         self.segment_ends_s: NDArray[np.float64] = np.empty(0)
         self.segment_steps = 0
+        self.segment_chunk = 0
         self.prefill_busy_s = 0.0
         self.decode_busy_s = 0.0
         self.requests = 0
@@ -197,11 +247,14 @@ class _Replica:
         elif self.phase == _DECODE and self._head_fits():
             self._cut_segment(now_s)
 
-    def _head_fits(self) -> bool:
+    def _head_fits(self, starting: int = 0) -> bool:
+        """Whether the head of the queue can start beside the running sequences and
+        `starting` other admitted sequences that do not run yet (KV for the final length)."""
         head = self.waiting[0]
         need = self.engine.prompt[head] + self.engine.output[head]
         return (
-            len(self.running) < MAX_BATCH and self.kv_used_tokens + need <= self.kv_capacity_tokens
+            len(self.running) + starting < self.max_batch
+            and self.kv_used_tokens + need <= self.kv_capacity_tokens
         )
 
     # iterations
@@ -212,14 +265,20 @@ class _Replica:
             return
         if self.phase == _PREFILL:
             self._finish_prefill(now_s)
-        elif self.phase == _DECODE:
+        elif self.phase in (_DECODE, _CHUNKS):
             self._finish_segment(now_s)
+        elif self.phase == _MIXED:
+            self._finish_mixed(now_s)
         if self.role == "decode":
             self._join_arrived()
+        elif self.chunk_tokens:
+            if self._start_chunked(now_s):
+                return
         elif self._start_prefill(now_s):
             return
         if self.running:
-            self._start_segment(now_s)
+            steps = min(self.running[0][0] - self.step_count, SEGMENT_MAX_STEPS)
+            self._start_segment(now_s, steps, 0)
         else:
             self.phase = _IDLE
 
@@ -237,7 +296,9 @@ class _Replica:
                 break
             if self.kv_used_tokens + need > self.kv_capacity_tokens:
                 break
-            if unified and len(self.running) + len(batch) >= MAX_BATCH:
+            if len(batch) >= self.max_batch or (
+                unified and len(self.running) + len(batch) >= self.max_batch
+            ):
                 break
             self.waiting.popleft()
             batch.append(head)
@@ -296,15 +357,107 @@ class _Replica:
             heapq.heappush(self.running, (self.step_count + output - 1, request))
             self.context_tokens += prompt + 1
 
-    def _start_segment(self, now_s: float) -> None:
-        steps = min(self.running[0][0] - self.step_count, SEGMENT_MAX_STEPS)
+    def _start_chunked(self, now_s: float) -> bool:
+        """Chunked prefill: start the next iteration(s) if any prompt tokens can be prefilled."""
+        engine = self.engine
+        chunk = self.chunk_tokens
+        if self.partial < 0:
+            if not (self.waiting and self._head_fits()):
+                return False
+            head = self.waiting.popleft()
+            self.kv_used_tokens += engine.prompt[head] + engine.output[head]
+            self.partial = head
+            self.partial_left = engine.prompt[head]
+        if self.partial_left > chunk:
+            # iterations that give the whole chunk to this prompt without finishing it
+            steps = (self.partial_left - 1) // chunk
+            if self.running:
+                steps = min(steps, self.running[0][0] - self.step_count)
+            self._start_segment(now_s, min(steps, SEGMENT_MAX_STEPS), chunk)
+            return True
+        # one iteration that finishes the prompt and fills the chunk from the queue
+        batch = [self.partial]
+        tokens = self.partial_left
+        self.partial = -1
+        while tokens < chunk and self.waiting and self._head_fits(len(batch)):
+            head = self.waiting.popleft()
+            prompt = engine.prompt[head]
+            self.kv_used_tokens += prompt + engine.output[head]
+            take = min(prompt, chunk - tokens)
+            tokens += take
+            if take == prompt:
+                batch.append(head)
+            else:
+                self.partial = head
+                self.partial_left = prompt - take
+        self.batch = batch
+        self.batch_start_s = now_s
+        self.iteration_tokens = tokens
+        self.phase = _MIXED
+        self.version += 1
+        if self.running:
+            duration_s = float(
+                self.profile.mixed_step_s(
+                    np.array([float(len(self.running))]),
+                    np.array([float(self.context_tokens)]),
+                    np.array([float(tokens)]),
+                )[0]
+            )
+        else:
+            duration_s = self.pool.chunk_alone_step_s(tokens)
+        engine.push(now_s + duration_s, _BOUNDARY, self, self.version)
+        return True
+
+    def _finish_mixed(self, now_s: float) -> None:
+        engine = self.engine
+        self._count_busy(now_s - self.batch_start_s, self.iteration_tokens, 1)
+        self.queued_prompt_tokens -= self.iteration_tokens
+        if self.running:
+            self.step_count += 1
+            self.context_tokens += len(self.running)
+            while self.running and self.running[0][0] <= self.step_count:
+                _, request = heapq.heappop(self.running)
+                self._leave(request, now_s)
+        for request in self.batch:
+            engine.first_token_s[request] = now_s
+            output = engine.output[request]
+            if output == 1:
+                self._leave(request, now_s)
+            else:
+                heapq.heappush(self.running, (self.step_count + output - 1, request))
+                self.context_tokens += engine.prompt[request] + 1
+        self.batch = []
+        self.update_key()
+
+    def _count_busy(self, busy_s: float, chunk: int, steps: int) -> None:
+        """Split `steps` iterations' time: the chunk's share to prefill, the rest to decode."""
+        if not chunk:
+            self.decode_busy_s += busy_s
+        elif not self.running:
+            self.prefill_busy_s += busy_s
+        else:
+            prefill_s = min(busy_s, chunk * steps * self.prefill_token_s)
+            self.prefill_busy_s += prefill_s
+            self.decode_busy_s += busy_s - prefill_s
+
+    def _start_segment(self, now_s: float, steps: int, chunk: int) -> None:
+        """Run `steps` iterations with the running batch fixed, each also prefilling `chunk`
+        prompt tokens of the prompt in progress (0: plain decode steps)."""
         batch = len(self.running)
         context = self.context_tokens + batch * np.arange(steps, dtype=np.float64)
-        step_s = self.profile.decode_time_s(np.full(steps, float(batch)), context)
+        if chunk and not batch:
+            step_s = np.full(steps, self.pool.chunk_alone_step_s(chunk))
+        elif chunk:
+            step_s = self.profile.mixed_step_s(
+                np.full(steps, float(batch)), context, np.full(steps, float(chunk))
+            )
+        else:
+            step_s = self.profile.decode_time_s(np.full(steps, float(batch)), context)
         self.segment_ends_s = now_s + np.cumsum(step_s)
         self.segment_start_s = now_s
         self.segment_steps = steps
-        self.phase = _DECODE
+        self.segment_chunk = chunk
+        self.phase = _CHUNKS if chunk else _DECODE
         self.version += 1
         self.engine.push(float(self.segment_ends_s[-1]), _BOUNDARY, self, self.version)
 
@@ -317,7 +470,11 @@ class _Replica:
             self.engine.push(float(self.segment_ends_s[step]), _BOUNDARY, self, self.version)
 
     def _finish_segment(self, now_s: float) -> None:
-        self.decode_busy_s += now_s - self.segment_start_s
+        chunk = self.segment_chunk
+        self._count_busy(now_s - self.segment_start_s, chunk, self.segment_steps)
+        if chunk:
+            self.partial_left -= chunk * self.segment_steps
+            self.queued_prompt_tokens -= chunk * self.segment_steps
         self.step_count += self.segment_steps
         self.context_tokens += len(self.running) * self.segment_steps
         while self.running and self.running[0][0] <= self.step_count:
