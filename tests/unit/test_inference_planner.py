@@ -60,10 +60,26 @@ def test_lone_request_over_the_slo_has_zero_capacity_and_says_why() -> None:
 def test_prefill_only_replica_serves_more_prompts_than_a_unified_one() -> None:
     profile = default_profile_book().profile("llama2-70b", "H100-SXM", 8)
     size = RequestSize(1500, 300, 3000)
-    assert (
-        replica_capacity(profile, size, SLO, "prefill").rate_per_s
-        > replica_capacity(profile, size, SLO, "unified").rate_per_s
+    prefill = ReplicaSettings(max_prefill_utilisation=0.5)
+    unified = ReplicaSettings(max_batch=32, prefill_chunk_tokens=1024, max_prefill_utilisation=0.5)
+    assert replica_capacity(profile, size, SLO, "prefill", settings=prefill).rate_per_s > (
+        replica_capacity(profile, size, SLO, "unified", settings=unified).rate_per_s
     )
+
+
+def test_a_utilisation_cap_trades_capacity_for_ttft() -> None:
+    profile = default_profile_book().profile("llama2-70b", "H100-SXM", 4)
+    size = RequestSize(500, 20, 600)
+    high = ReplicaSettings(max_batch=32, prefill_chunk_tokens=1024, max_prefill_utilisation=0.8)
+    low = ReplicaSettings(max_batch=32, prefill_chunk_tokens=1024, max_prefill_utilisation=0.3)
+    fast = replica_capacity(profile, size, SLO, settings=high)
+    slow = replica_capacity(profile, size, SLO, settings=low)
+    assert 0 < slow.rate_per_s < fast.rate_per_s
+    long_prompts = RequestSize(3000, 20, 3000)
+    assert replica_capacity(profile, long_prompts, SLO, settings=high).rate_per_s == 0
+    refused = replica_capacity(profile, long_prompts, SLO, settings=high)
+    assert "80% prompt load" in refused.detail and refused.limit == "ttft"
+    assert replica_capacity(profile, long_prompts, SLO, settings=low).rate_per_s > 0
 
 
 def test_kv_transfer_lowers_decode_capacity_at_a_tight_tpot() -> None:

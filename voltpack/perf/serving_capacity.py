@@ -83,8 +83,6 @@ LOAD_GRID = np.linspace(0.0, 0.999, 1000)[1:]
 FLUCTUATION_Z = 2.33
 """Standard normal quantile of TTFT_PERCENTILE: the running batch fluctuates around its mean
 about like a Poisson count (M/G/infinity), so caps must hold mean + z x sqrt(mean)."""
-CHUNK_CANDIDATES = (128, 256, 512, 1024, 2048)
-"""Prompt tokens per iteration tried for unified replicas (chunked prefill)."""
 
 
 def ttft_wait_s(utilisation: FloatArray, service_s: FloatArray) -> FloatArray:
@@ -115,6 +113,14 @@ class ReplicaSettings:
 
     max_batch: int = MAX_BATCH
     prefill_chunk_tokens: int | None = None
+    max_prefill_utilisation: float = 1.0
+    """Share of the replica's prompt-token throughput it may be loaded to. A replica serves a
+    mix of buckets, and a prompt queues behind all of them: checking every bucket's TTFT at
+    this cap (not at the bucket's own load) keeps the check true for any mix of buckets
+    whose loads respect the cap."""
+    queue_prompt_tokens: float | None = None
+    """Prompt size the queue's wait is computed with: E[p^2] / E[p] of the service's mix
+    (the residual size a newcomer waits behind); None = each bucket's own mean prompt."""
 
 
 def worst_iteration_s(
@@ -207,8 +213,11 @@ def decode_operating_points(
         rate = batch / (output * iteration)
         token_rate = chunk / busy
         rho = rate * prompt / token_rate
-        prefill_ok = rho < 1.0
-        ttft = ttft_wait_s(rho, prompt / token_rate) + np.ceil(longest / chunk) * busy
+        cap = settings.max_prefill_utilisation
+        prefill_ok = rho <= min(cap, 0.999)
+        queued = prompt if settings.queue_prompt_tokens is None else settings.queue_prompt_tokens
+        wait = ttft_wait_s(np.full_like(rho, min(cap, 0.999)), queued / token_rate)
+        ttft = wait + np.ceil(longest / chunk) * busy
     elif role == "unified":
         prefill = profile.prefill_time_s(prompt[:, 0], prompt[:, 0] ** 2)[:, None]
         tpot = high_step + high * prefill / output
@@ -239,7 +248,7 @@ def capacity_table(
         return []
     chosen = settings or ReplicaSettings()
     if role == "prefill":
-        return _prefill_capacities(profile, sizes, slo)
+        return _prefill_capacities(profile, sizes, slo, chosen)
     points = decode_operating_points(profile, sizes, role, chosen, transfer_s)
     checks: list[tuple[Limit, NDArray[np.bool_]]] = [
         ("tpot", points.tpot_s <= slo.tpot_s),
@@ -253,7 +262,7 @@ def capacity_table(
         columns = np.flatnonzero(feasible[row])
         if columns.size == 0:
             limit: Limit = next((name for name, ok in checks if not ok[row, 0]), "batch")
-            detail = _lone_detail(profile, size, slo, points, row, limit, role)
+            detail = _lone_detail(profile, size, slo, points, row, limit, role, chosen)
             capacities.append(Capacity(0.0, limit, detail))
             continue
         best = int(columns[np.argmax(points.rate_per_s[row, columns])])
@@ -268,23 +277,38 @@ def capacity_table(
 
 
 def _prefill_capacities(
-    profile: ServingProfile, sizes: Sequence[RequestSize], slo: ServingSlo
+    profile: ServingProfile,
+    sizes: Sequence[RequestSize],
+    slo: ServingSlo,
+    settings: ReplicaSettings,
 ) -> list[Capacity]:
     """Prefill-only replicas batch waiting prompts: a prompt also waits for the prompts that
-    join its batch while it queues, so the queue's wait counts (1 + rho) times."""
+    join its batch while it queues, so the queue's wait counts (1 + rho) times. TTFT is
+    checked at the utilisation cap (any mix of buckets), the rate is the cap's."""
     prompt = np.array([s.prompt_tokens for s in sizes])
     longest = np.array([s.max_prompt_tokens for s in sizes])
     prefill = profile.prefill_time_s(prompt, prompt**2)[:, None]
     longest_s = profile.prefill_time_s(longest, longest**2)[:, None]
-    load = np.broadcast_to(LOAD_GRID[None, :], (len(sizes), LOAD_GRID.size))
-    ttft = ttft_wait_s(load, np.broadcast_to(prefill, load.shape)) * (1.0 + load) + longest_s
+    cap = min(settings.max_prefill_utilisation, 0.999)
+    grid = LOAD_GRID[cap >= LOAD_GRID]
+    load = np.broadcast_to(grid[None, :], (len(sizes), grid.size))
+    queued = settings.queue_prompt_tokens
+    service = (
+        prefill
+        if queued is None
+        else profile.prefill_time_s(np.array([queued]), np.array([queued**2]))[:, None]
+        * np.ones_like(prefill)
+    )
+    wait_at_cap = ttft_wait_s(np.full(len(sizes), cap), service[:, 0]) * (1.0 + cap)
+    ttft = np.broadcast_to((wait_at_cap + longest_s[:, 0])[:, None], load.shape)
     capacities = []
     for row, size in enumerate(sizes):
         ok = np.flatnonzero(ttft[row] <= slo.ttft_s)
         if longest_s[row, 0] > slo.ttft_s or ok.size == 0:
             detail = (
-                f"{profile.label} as prefill: a lone {size.max_prompt_tokens:.0f}-token prompt "
-                f"takes {longest_s[row, 0] * 1000:.0f} ms, over the TTFT SLO of "
+                f"{profile.label} as prefill: a {size.max_prompt_tokens:.0f}-token prompt "
+                f"reaches its first token after {ttft[row, 0] * 1000:.0f} ms at p99 with the "
+                f"queue at its {cap:.0%} prompt load cap, over the TTFT SLO of "
                 f"{slo.ttft_s * 1000:.0f} ms"
             )
             capacities.append(Capacity(0.0, "ttft", detail))
@@ -316,12 +340,15 @@ def _lone_detail(
     row: int,
     limit: Limit,
     role: Role,
+    settings: ReplicaSettings,
 ) -> str:
     what = f"{profile.label} as {role}"
     if limit == "ttft":
+        load = settings.max_prefill_utilisation
+        queue = f" at p99 with the queue at its {load:.0%} prompt load cap" if load < 1 else ""
         return (
-            f"{what}: a lone {size.max_prompt_tokens:.0f}-token prompt takes "
-            f"{points.ttft_s[row, 0] * 1000:.0f} ms to the first token, over the TTFT SLO of "
+            f"{what}: a {size.max_prompt_tokens:.0f}-token prompt reaches its first token "
+            f"after {points.ttft_s[row, 0] * 1000:.0f} ms{queue}, over the TTFT SLO of "
             f"{slo.ttft_s * 1000:.0f} ms"
         )
     if limit == "tpot":

@@ -33,7 +33,6 @@ from scipy.sparse import coo_array
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.inference_profile import ProfileBook, ServingProfile, default_profile_book
 from voltpack.perf.serving_capacity import (
-    CHUNK_CANDIDATES,
     Capacity,
     ReplicaSettings,
     Role,
@@ -55,6 +54,11 @@ TIME_LIMIT_S = 10.0
 """Default solver budget: HiGHS stops after this long and the best plan found so far is used,
 its remaining optimality gap noted in the plan."""
 ROLES: tuple[Role, ...] = ("unified", "prefill", "decode")
+UNIFIED_CHUNKS = (256, 1024)
+"""Prefill chunks tried for unified replicas: small keeps the iteration short (tight TPOT),
+large prefills faster (tight TTFT)."""
+UTILISATION_CAPS = (0.5, 0.8)
+"""Prompt-token load caps tried for unified and prefill replicas (see ReplicaSettings)."""
 MIP_RELATIVE_GAP = 1e-4
 """HiGHS stops when the plan is within this share of the best possible cost (its default)."""
 
@@ -123,25 +127,35 @@ def allowed_profiles(request: PlanRequest, book: ProfileBook) -> list[ServingPro
 def replica_options(
     request: PlanRequest, profiles: Sequence[ServingProfile], role: Role
 ) -> list[ReplicaOption]:
-    """The settings tried per profile: unified replicas with each chunk of CHUNK_CANDIDATES
-    (or whole prompts first) and the largest batch that keeps a full iteration within the
-    TPOT SLO; prefill replicas
-    as they are; decode replicas with that largest batch. Options that cannot hold one
-    sequence within the SLO are left out."""
-    context = max(b.size.prompt_tokens + b.size.output_tokens for b in request.mix.buckets)
+    """The settings tried per profile. Unified replicas: chunked prefill with each chunk of
+    UNIFIED_CHUNKS and the largest batch whose full iteration (batch plus chunk) stays within
+    the TPOT SLO, so TPOT holds whatever mix of buckets the replica serves; prefill and
+    unified replicas: each utilisation cap of UTILISATION_CAPS; decode replicas: the largest
+    batch within the TPOT SLO. Options that cannot hold one sequence are left out."""
+    buckets = request.mix.buckets
+    context = max(b.size.prompt_tokens + b.size.output_tokens for b in buckets)
+    mean_prompt = sum(b.share * b.size.prompt_tokens for b in buckets)
+    residual_prompt = sum(b.share * b.size.prompt_tokens**2 for b in buckets) / mean_prompt
     options = []
     for profile in profiles:
         price = request.prices.per_gpu_hour(profile.gpu_type) * profile.gpus
-        if role == "prefill":
-            options.append(ReplicaOption(profile, ReplicaSettings(), price))
-            continue
-        chunks: tuple[int | None, ...] = (None,)
-        if role == "unified":
-            chunks = (*CHUNK_CANDIDATES, None)
-        for chunk in chunks:
-            cap = batch_cap(profile, request.slo, context, chunk)
+        if role == "decode":
+            cap = batch_cap(profile, request.slo, context)
             if cap >= 1:
-                options.append(ReplicaOption(profile, ReplicaSettings(cap, chunk), price))
+                options.append(ReplicaOption(profile, ReplicaSettings(max_batch=cap), price))
+            continue
+        for utilisation in UTILISATION_CAPS:
+            if role == "prefill":
+                settings = ReplicaSettings(
+                    max_prefill_utilisation=utilisation, queue_prompt_tokens=residual_prompt
+                )
+                options.append(ReplicaOption(profile, settings, price))
+                continue
+            for chunk in UNIFIED_CHUNKS:
+                cap = batch_cap(profile, request.slo, context, chunk)
+                if cap >= 1:
+                    settings = ReplicaSettings(cap, chunk, utilisation, residual_prompt)
+                    options.append(ReplicaOption(profile, settings, price))
     return options
 
 
