@@ -57,7 +57,7 @@ ROLES: tuple[Role, ...] = ("unified", "prefill", "decode")
 UNIFIED_CHUNKS = (256, 1024)
 """Prefill chunks tried for unified replicas: small keeps the iteration short (tight TPOT),
 large prefills faster (tight TTFT)."""
-UTILISATION_CAPS = (0.5, 0.8)
+UTILISATION_CAPS = (0.2, 0.5, 0.8)
 """Prompt-token load caps tried for unified and prefill replicas (see ReplicaSettings)."""
 MIP_RELATIVE_GAP = 1e-4
 """HiGHS stops when the plan is within this share of the best possible cost (its default)."""
