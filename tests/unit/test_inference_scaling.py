@@ -1,0 +1,88 @@
+"""Planning rates: forecast quantile, hysteresis, burst windows, and a short autoscaled day."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voltpack.forecast.series import TimeSeries
+from voltpack.model.errors import InvalidRequestError
+from voltpack.perf.serving_capacity import ServingSlo
+from voltpack.policies.inference.buckets import request_mix
+from voltpack.policies.inference.prices import example_prices
+from voltpack.policies.inference.scaling import (
+    forecast_planning_rate,
+    peak_window_rate_per_s,
+    should_replan,
+)
+from voltpack.sim.inference_autoscale import AutoscaleSetup, interval_rates, simulate_day
+from voltpack.sim.traces.azure_llm import LlmRequests
+
+
+def _series(values: np.ndarray) -> TimeSeries:
+    return TimeSeries("rate", "request_rate", 900.0, 0.0, values, "requests_per_s", (96,))
+
+
+def test_forecast_plans_above_the_mean_on_a_rising_edge() -> None:
+    steps = np.arange(96 * 3)
+    values = (
+        5 + 3 * np.sin(2 * np.pi * steps / 96) + np.random.default_rng(0).normal(0, 0.3, steps.size)
+    )
+    rate = forecast_planning_rate(_series(values), 2, "seasonal_naive", 0.9)
+    upcoming = 5 + 3 * np.sin(2 * np.pi * np.array([288, 289]) / 96)
+    assert rate.rate_per_s >= upcoming.max() - 0.5
+    assert "q0.9 of seasonal_naive" in rate.source
+
+
+def test_forecaster_failure_falls_back_to_the_last_measured_rate() -> None:
+    rate = forecast_planning_rate(_series(np.array([1.0, 2.0])), 1, "no-such-model")
+    assert rate.rate_per_s == 2.0
+    assert rate.source.startswith("fallback")
+
+
+def test_hysteresis_keeps_a_plan_within_ten_percent() -> None:
+    assert should_replan(None, 3.0)
+    assert not should_replan(10.0, 10.9)
+    assert should_replan(10.0, 11.5)
+    assert should_replan(10.0, 8.5)
+
+
+def test_peak_window_rate_sees_bursts_the_mean_hides() -> None:
+    steady = np.arange(0, 600, 0.5)
+    bursty = np.concatenate([steady, np.full(200, 300.0)])
+    assert peak_window_rate_per_s(steady, 10) == pytest.approx(2.0)
+    assert peak_window_rate_per_s(bursty, 10, 1.0) > 20
+    with pytest.raises(InvalidRequestError):
+        peak_window_rate_per_s(np.array([]), 10)
+
+
+def test_interval_rates_count_per_interval() -> None:
+    rates = interval_rates(np.array([0.0, 1.0, 900.0, 1799.0, 2000.0]), 0.0, 2, 900.0)
+    assert rates.tolist() == [2 / 900, 2 / 900]
+
+
+def test_a_short_day_runs_both_policies_and_counts_every_request() -> None:
+    rng = np.random.default_rng(1)
+    prompts = rng.integers(100, 1500, 400)
+    outputs = rng.integers(20, 300, 400)
+    day_s = 86_400.0
+    history_arrivals = np.sort(rng.uniform(0, day_s, 300))
+    day_arrivals = np.sort(rng.uniform(day_s, 2 * day_s, 300))
+    history = LlmRequests(history_arrivals, prompts[:300], outputs[:300])
+    day = LlmRequests(day_arrivals, prompts[100:], outputs[100:])
+    setup = AutoscaleSetup(
+        model="llama2-70b",
+        mix=request_mix(prompts, outputs),
+        slo=ServingSlo(4.0, 0.12),
+        prices=example_prices(),
+        interval_s=4 * 3600.0,
+        startup_s=600.0,
+        forecaster="seasonal_naive",
+        gpu_types=("H100-SXM",),
+    )
+    outcomes = simulate_day(setup, history, day, day_s)
+    for outcome in outcomes.values():
+        assert outcome.requests == 300
+        assert 0 <= outcome.slo_attainment_pct <= 100
+        assert outcome.cost_usd > 0
+        assert len(outcome.planning_rates_per_s) == 6
