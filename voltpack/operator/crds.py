@@ -29,6 +29,14 @@ PRINTER_COLUMNS: dict[str, list[dict[str, str]]] = {
         {"name": "Power W", "type": "number", "jsonPath": ".status.powerW"},
     ],
     "GPUNode": [],
+    "InferenceService": [
+        {"name": "Model", "type": "string", "jsonPath": ".spec.model"},
+        {"name": "Rate/s", "type": "number", "jsonPath": ".status.planningRatePerSecond"},
+        {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
+        {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+        {"name": "Cost $/h", "type": "number", "jsonPath": ".status.predictedCostPerHour"},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    ],
 }
 
 CEL_RULES: dict[str, list[dict[str, str]]] = {

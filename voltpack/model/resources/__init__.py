@@ -7,6 +7,10 @@ them (`make crds`), and the operator parses resources with them.
 from voltpack.model.resources.common import API_GROUP, API_VERSION, Condition, ResourceKind
 from voltpack.model.resources.gpujob import GpuJobSpec, GpuJobStatus
 from voltpack.model.resources.gpunode import GpuNodeSpec, GpuNodeStatus
+from voltpack.model.resources.inferenceservice import (
+    InferenceServiceSpec,
+    InferenceServiceStatus,
+)
 from voltpack.model.resources.powerbudget import PowerBudgetSpec, PowerBudgetStatus
 from voltpack.model.resources.queue import QueueSpec, QueueStatus
 from voltpack.model.resources.topology import TopologySpec, TopologyStatus
@@ -59,6 +63,17 @@ RESOURCE_KINDS: tuple[ResourceKind, ...] = (
         description="The cluster's network: levels of node labels, top to bottom, with each "
         "level's oversubscription, and a default host layout (NVLink, NUMA, NICs).",
     ),
+    ResourceKind(
+        kind="InferenceService",
+        plural="inferenceservices",
+        short_names=("vinf",),
+        namespaced=True,
+        spec=InferenceServiceSpec,
+        status=InferenceServiceStatus,
+        description="An LLM served within TTFT and TPOT SLOs: voltpack plans the cheapest mix "
+        "of GPU types, tensor-parallel degrees and prefill/decode pools for its request rate, "
+        "and creates and scales the replica pods.",
+    ),
 )
 
 __all__ = [
@@ -70,6 +85,8 @@ __all__ = [
     "GpuJobStatus",
     "GpuNodeSpec",
     "GpuNodeStatus",
+    "InferenceServiceSpec",
+    "InferenceServiceStatus",
     "PowerBudgetSpec",
     "PowerBudgetStatus",
     "QueueSpec",

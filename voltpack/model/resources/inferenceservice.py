@@ -1,0 +1,227 @@
+"""InferenceService: an LLM served within latency SLOs by the cheapest mix of GPU types.
+
+The operator plans the fleet (GPU types, tensor-parallel degrees, unified or split
+prefill/decode replicas) for the service's request rate and request-size mix, creates the
+replica pods for voltpack to place, and re-plans when the rate moves past a relative threshold
+(hysteresis) or the spec changes. The rate is the spec's expected `ratePerSecond` until a
+metrics adapter reports the measured rate in the `voltpack.io/observed-rate-per-second`
+annotation; then `scaling` says how that measurement becomes the planning rate.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from voltpack.model.errors import CatalogError
+from voltpack.model.gpu_sku import default_catalog
+from voltpack.model.resources.common import Condition, ResourceModel
+
+OBSERVED_RATE_ANNOTATION = "voltpack.io/observed-rate-per-second"
+"""On an InferenceService: the measured request rate (requests per second), kept current by a
+metrics adapter; the operator samples it into a short history."""
+OBSERVED_SLO_ATTAINMENT_ANNOTATION = "voltpack.io/observed-slo-attainment"
+"""On an InferenceService: the measured share (0..1) of requests that met both SLOs."""
+PRIORITY_VALUES = {"high": 1000, "normal": 0, "low": -1000}
+"""Pod priority of each `spec.priority`; `high` is the power manager's default
+`high_priority_min`, so high-priority replicas are the last to be capped."""
+SHARE_TOLERANCE = 0.01
+"""How far the request-size shares may sum from 1."""
+
+
+class ServiceSlo(ResourceModel):
+    """Latency objectives: time to first token (the planner covers its 99th percentile) and
+    mean time per output token, in milliseconds."""
+
+    ttft_ms: float = Field(gt=0, le=600_000, description="time to first token, ms")
+    tpot_ms: float = Field(gt=0, le=60_000, description="mean time per output token, ms")
+
+
+class RequestSizeShare(ResourceModel):
+    """A class of requests: prompt and output tokens, and its share of all requests."""
+
+    prompt_tokens: int = Field(ge=1, le=1_000_000, description="prompt tokens")
+    output_tokens: int = Field(ge=1, le=1_000_000, description="output tokens")
+    share: float = Field(gt=0, le=1, description="share of all requests (shares sum to 1)")
+
+
+class ServiceScaling(ResourceModel):
+    """How a measured request rate becomes the rate the fleet is planned for.
+
+    `forecast` plans for the `quantile` of the forecast rate over the next `horizonMinutes`
+    (from the measured rate sampled every `sampleSeconds`); `reactive` plans for the latest
+    measurement. A new plan is made only when that rate leaves +-`replanRateChange` of the
+    rate the current plan was made for.
+    """
+
+    mode: Literal["forecast", "reactive"] = "forecast"
+    quantile: float = Field(default=0.9, ge=0.5, lt=1.0, description="forecast quantile")
+    horizon_minutes: float = Field(
+        default=15.0, gt=0, le=1440, description="how far ahead the forecast must cover"
+    )
+    sample_seconds: float = Field(
+        default=60.0, ge=1, le=3600, description="step of the measured-rate history"
+    )
+    forecaster: Literal["naive", "seasonal_naive", "ets", "auto"] = Field(
+        default="seasonal_naive",
+        description="a forecaster of voltpack.forecast (seasonal_naive: a daily season)",
+    )
+    replan_rate_change: float = Field(
+        default=0.1, gt=0, lt=1, description="relative rate change that triggers a new plan"
+    )
+
+
+class EnvVar(ResourceModel):
+    """An environment variable of the replica container."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    value: str = ""
+
+
+class ReplicaContainer(ResourceModel):
+    """The serving container of every replica pod (the operator adds GPUs and env)."""
+
+    image: str = Field(min_length=1, description="container image, e.g. vllm/vllm-openai:v0.6.3")
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+    cpu_milli: int | None = Field(default=None, ge=1, description="CPU request, milli-CPU")
+    memory_mib: int | None = Field(default=None, ge=1, description="memory request, MiB")
+
+
+class InferenceServiceSpec(ResourceModel):
+    """What the service must serve, how fast, on which GPU types, at which prices."""
+
+    model: str = Field(
+        min_length=1, description="a model of voltpack's serving-model catalog, e.g. llama2-70b"
+    )
+    slo: ServiceSlo
+    rate_per_second: float = Field(
+        gt=0, le=1e6, description="expected requests per second (until a rate is measured)"
+    )
+    request_sizes: list[RequestSizeShare] = Field(
+        min_length=1, max_length=100, description="the request-size mix"
+    )
+    gpu_types: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="allowed GPU types (catalog names or aliases); empty: every priced type",
+    )
+    prices: dict[str, Annotated[float, Field(gt=0, le=10_000)]] = Field(
+        default_factory=dict,
+        description="USD per GPU-hour by GPU type; empty: voltpack's example price list",
+    )
+    split: Literal["auto", "never"] = Field(
+        default="auto", description="auto: the planner may split prefill and decode pools"
+    )
+    priority: Literal["high", "normal", "low"] = Field(
+        default="high", description="replica pods' priority (high: capped last)"
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="a PriorityClass for the replica pods instead of `priority` (API servers "
+        "with the Priority admission plugin refuse a pod priority without one)",
+    )
+    scaling: ServiceScaling = Field(default_factory=ServiceScaling)
+    container: ReplicaContainer
+
+    @field_validator("gpu_types")
+    @classmethod
+    def _known_gpu_types(cls, gpu_types: list[str]) -> list[str]:
+        names = []
+        for index, gpu_type in enumerate(gpu_types):
+            names.append(_catalog_name(f"gpuTypes[{index}]", gpu_type))
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"gpuTypes names {repeated[0]} twice; keep one")
+        return gpu_types
+
+    @field_validator("prices")
+    @classmethod
+    def _known_priced_types(cls, prices: dict[str, float]) -> dict[str, float]:
+        names: dict[str, str] = {}
+        for gpu_type in prices:
+            name = _catalog_name(f"prices.{gpu_type}", gpu_type)
+            if name in names:
+                raise ValueError(
+                    f"prices name {name} twice ({names[name]} and {gpu_type}); keep one"
+                )
+            names[name] = gpu_type
+        return prices
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InferenceServiceSpec:
+        total = sum(size.share for size in self.request_sizes)
+        if abs(total - 1.0) > SHARE_TOLERANCE:
+            raise ValueError(
+                f"requestSizes: the shares sum to {total:g}; make them sum to 1 "
+                f"(within {SHARE_TOLERANCE:g})"
+            )
+        if self.prices:
+            catalog = default_catalog()
+            priced = {catalog.get(gpu_type).name for gpu_type in self.prices}
+            for index, gpu_type in enumerate(self.gpu_types):
+                if catalog.get(gpu_type).name not in priced:
+                    raise ValueError(
+                        f"gpuTypes[{index}]: {gpu_type} has no price in prices; add one or "
+                        "leave prices empty to use voltpack's example list"
+                    )
+        return self
+
+
+def _catalog_name(where: str, gpu_type: str) -> str:
+    try:
+        return default_catalog().get(gpu_type).name
+    except CatalogError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+class BucketServed(ResourceModel):
+    """Requests of one size bucket a replica group is planned to serve."""
+
+    bucket: str = Field(description="e.g. prompt 512-1024, output 128-256")
+    rate_per_second: float = Field(ge=0)
+
+
+class PlannedGroup(ResourceModel):
+    """Replicas of one GPU type, tensor-parallel degree and role."""
+
+    gpu_type: str
+    tensor_parallel: int = Field(ge=1)
+    role: Literal["unified", "prefill", "decode"]
+    replicas: int = Field(ge=0)
+    ready_replicas: int = Field(default=0, ge=0, description="replicas bound to a node")
+    cost_per_hour: float = Field(ge=0, description="USD per hour of the group's GPUs")
+    load: float = Field(default=0.0, ge=0, description="planned load, in replicas")
+    extrapolated: bool = Field(description="the profile has no measured point behind it")
+    basis: str = Field(default="", description="what the group's performance profile rests on")
+    buckets: list[BucketServed] = Field(default_factory=list)
+
+
+class InferenceServiceStatus(ResourceModel):
+    """The plan in effect, its predicted cost, the rate it was made for, and why."""
+
+    phase: Literal["Pending", "Scaling", "Ready", "Infeasible", "Invalid"] = "Pending"
+    conditions: list[Condition] = Field(default_factory=list)
+    plan: list[PlannedGroup] = Field(default_factory=list)
+    split: bool | None = Field(default=None, description="prefill and decode pools apart")
+    replicas: int = Field(default=0, ge=0, description="replicas of the plan in effect")
+    ready_replicas: int = Field(default=0, ge=0)
+    predicted_cost_per_hour: float | None = Field(default=None, ge=0, description="USD")
+    planning_rate_per_second: float | None = Field(
+        default=None, ge=0, description="the request rate the plan in effect was made for"
+    )
+    rate_source: str | None = Field(default=None, description="where that rate came from")
+    latest_rate_per_second: float | None = Field(
+        default=None, ge=0, description="the planning rate computed last (re-planned past +-10%)"
+    )
+    observed_rate_per_second: float | None = Field(default=None, ge=0)
+    observed_slo_attainment: float | None = Field(default=None, ge=0, le=1)
+    spec_hash: str | None = Field(
+        default=None, description="fingerprint of the spec fields the plan was made from"
+    )
+    last_plan_time: str | None = Field(default=None, description="RFC 3339")
+    observed_generation: int | None = Field(default=None, ge=0)
