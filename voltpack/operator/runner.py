@@ -2,7 +2,8 @@
 
 Level-triggered: every cycle starts from the caches (the cluster as it is), so after a crash or
 a failover a new leader simply carries on; nothing lives only in memory except the Event
-de-duplication and the strategy's observed workload.
+de-duplication, the strategy's observed workload and the InferenceServices' measured-rate
+histories (inference_rates.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from voltpack.operator.conventions import (
 )
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
 from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
+from voltpack.operator.inference_services import InferenceServiceController
 from voltpack.operator.job_history import JobHistoryRecorder
 from voltpack.operator.jobs import JobController, owning_job
 from voltpack.operator.leader import LeaderElector
@@ -142,6 +144,8 @@ class Operator:
                 API_GROUP, API_VERSION, "queues", **kwargs
             ),
         )
+        self.inference = InferenceServiceController(self.core, custom)
+        self.inference_services = ResourceCache("inferenceservices", self.inference.list_function)
         self.topology_writer = TopologyStatusWriter(custom)
         self.topologies = ResourceCache("topologies", self.topology_writer.list_function)
         self._gpunode_layouts = GpuNodeLayouts()
@@ -214,6 +218,7 @@ class Operator:
         self.queues.start(stop)
         self.topologies.start(stop)
         self.gpunodes.start(stop)
+        self.inference_services.start(stop)
         power_stop = threading.Event()  # set before the Lease is given up
         power: threading.Thread | None = None
         if self.power_loop is not None:
@@ -455,6 +460,13 @@ class Operator:
                 self._last_event[key] = reason
                 self.stats.events += 1
         self.queue_writer.write_status(tree, plan.queue_reports, queue_objects)
+        self.inference.reconcile_all(
+            self.inference_services.items(),
+            pods,
+            plan.unplaced,
+            synced=self.inference_services.wait_synced(0),
+            nodes=nodes,
+        )
         return plan
 
     def _hetero_cycle(
