@@ -17,6 +17,7 @@ from voltpack.api.simulations import SimulationRequest, SimulationRunner
 from voltpack.api.sources import (
     ClusterSource,
     History,
+    InferenceSource,
     PolicyHolder,
     SimulationRun,
     SourceUnavailableError,
@@ -32,6 +33,7 @@ from voltpack.model.admin import (
     QueueView,
 )
 from voltpack.model.errors import ForecastError, PolicyError
+from voltpack.model.inference_views import InferencePlanView, InferenceServiceView
 from voltpack.policies.schema import PolicyFile, parse_policy
 from voltpack.store import AuditEntry, DecisionPage
 
@@ -74,6 +76,8 @@ class ApiDependencies:
     history: History | None = None
     simulations: SimulationRunner = field(default_factory=SimulationRunner)
     clock: Callable[[], float] = time.time
+    inference: InferenceSource | None = None
+    """InferenceServices and their plans; None: those routes are not served."""
 
 
 class _Body(BaseModel):
@@ -286,6 +290,46 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         """Queues with usage against quota."""
         found: list[QueueView] = read(deps.cluster.queues)
         return found
+
+    if deps.inference is not None:
+        inference = deps.inference
+
+        @app.get(
+            f"{API_PREFIX}/inferenceservices",
+            response_model=list[InferenceServiceView],
+            tags=["workloads"],
+        )
+        def inference_services(
+            _: Annotated[Principal, Depends(require("get"))],
+            response: Response,
+            namespace: Annotated[str | None, Query(max_length=253)] = None,
+            limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=PAGE_LIMIT)] = None,
+            after: Annotated[str | None, Query(max_length=512, description=PAGE_AFTER)] = None,
+        ) -> list[InferenceServiceView]:
+            """InferenceServices (by namespace/name) with their phase, replicas, predicted cost
+            and planning rate; all of them unless `limit` is given."""
+            found: list[InferenceServiceView] = read(inference.inference_services)
+            if namespace is not None:
+                found = [s for s in found if s.namespace == namespace]
+            return page_by_key(found, lambda s: f"{s.namespace}/{s.name}", limit, after, response)
+
+        @app.get(
+            f"{API_PREFIX}/inferenceservices/{{namespace}}/{{name}}/plan",
+            response_model=InferencePlanView,
+            tags=["workloads"],
+        )
+        def inference_plan(
+            namespace: str, name: str, _: Annotated[Principal, Depends(require("get"))]
+        ) -> InferencePlanView:
+            """One service's plan in effect: replica groups per GPU type and role, the buckets
+            each serves, predicted cost, the planning rate and its source, and why."""
+            plan: InferencePlanView | None = read(lambda: inference.inference_plan(namespace, name))
+            if plan is None:
+                raise ApiProblemError(
+                    404, "not-found", "No such InferenceService",
+                    f"InferenceService {namespace}/{name} is unknown",
+                )  # fmt: skip
+            return plan
 
     @app.get(f"{API_PREFIX}/power/domains", response_model=list[PowerDomainView], tags=["power"])
     def power_domains(_: Annotated[Principal, Depends(require("get"))]) -> list[PowerDomainView]:

@@ -17,6 +17,7 @@ from voltpack.model.admin import (
     PowerDomainView,
     QueueView,
 )
+from voltpack.model.inference_views import InferencePlanView, InferenceServiceView
 from voltpack.policies.schema import PolicyFile
 from voltpack.store import AuditEntry, DecisionPage, PowerBucket
 from voltpack.store.records import SimulationStatus
@@ -43,6 +44,16 @@ class ClusterSource(Protocol):
 
     def set_manual_cap(self, domain: str, cap_w: float | None) -> PowerDomainView:
         """Cap a domain by hand (None: remove the manual cap); KeyError for an unknown one."""
+        ...
+
+
+class InferenceSource(Protocol):
+    """The cluster's InferenceServices and their plans."""
+
+    def inference_services(self) -> list[InferenceServiceView]: ...
+
+    def inference_plan(self, namespace: str, name: str) -> InferencePlanView | None:
+        """One service's plan; None for an unknown service."""
         ...
 
 
