@@ -164,13 +164,61 @@ class OperatorCollector(Collector):
         )
 
 
+class InferenceCollector(Collector):
+    """Exports each InferenceService's plan: predicted cost, planned replicas by GPU type and
+    role, the planning rate, and the SLO attainment a metrics adapter reported."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source  # an Operator: `.inference.figures`
+
+    def collect(self) -> Iterator[Metric]:
+        controller = getattr(self.source, "inference", None)
+        figures = dict(controller.figures) if controller is not None else {}
+        cost = GaugeMetricFamily(
+            "voltpack_inference_service_predicted_cost_usd_per_hour",
+            "Predicted price of an InferenceService's planned GPUs, USD per hour.",
+            labels=["service"],
+        )
+        replicas = GaugeMetricFamily(
+            "voltpack_inference_service_planned_replicas",
+            "Replicas of an InferenceService's plan by GPU type and role.",
+            labels=["service", "gpu_type", "role"],
+        )
+        rate = GaugeMetricFamily(
+            "voltpack_inference_service_planning_rate_requests_per_second",
+            "Request rate the InferenceService's plan in effect was made for.",
+            labels=["service"],
+        )
+        attainment = GaugeMetricFamily(
+            "voltpack_inference_service_slo_attainment_ratio",
+            "Share of an InferenceService's requests within both SLOs, as measured and "
+            "reported in its voltpack.io/observed-slo-attainment annotation.",
+            labels=["service"],
+        )
+        for service, figure in sorted(figures.items()):
+            if figure.cost_per_hour is not None:
+                cost.add_metric([service], figure.cost_per_hour)
+            for (gpu_type, role), count in sorted(figure.replicas.items()):
+                replicas.add_metric([service, gpu_type, role], count)
+            if figure.planning_rate_per_s is not None:
+                rate.add_metric([service], figure.planning_rate_per_s)
+            if figure.slo_attainment is not None:
+                attainment.add_metric([service], figure.slo_attainment)
+        yield cost
+        yield replicas
+        yield rate
+        yield attainment
+
+
 class MetricsServer:
-    """Serves an operator's metrics (scheduling and power) on `/metrics` from a thread."""
+    """Serves an operator's metrics (scheduling, power, inference services) on `/metrics`
+    from a thread."""
 
     def __init__(self, source: Any, host: str = "0.0.0.0", port: int = 0) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(OperatorCollector(source))
         self.registry.register(PowerCollector(source))
+        self.registry.register(InferenceCollector(source))
         self._server, self._thread = start_http_server(port, host, registry=self.registry)
         self.port = int(self._server.server_port)
 
