@@ -191,6 +191,7 @@ class InferenceServiceController:
         self.shapes: dict[str, int] | None = None
         """GPU type -> most GPUs on one node, this cycle (None: plans ignore the cluster)."""
         self._books: dict[tuple[tuple[str, int], ...], ClusterProfiles] = {}
+        self._shapes_of: tuple[tuple[tuple[str, Any], ...], dict[str, int]] | None = None
 
     def list_function(self, **kwargs: Any) -> Any:
         """Cluster-wide list/watch of InferenceServices (for a ResourceCache)."""
@@ -208,7 +209,8 @@ class InferenceServiceController:
         `synced` (the service cache has listed once), replica pods whose service is gone are
         deleted. With `nodes`, plans use only the GPU types the nodes carry, and replicas no
         larger than the largest node of their type."""
-        self.shapes = cluster_gpu_shapes(nodes) if nodes is not None else None
+        services = list(services)
+        self.shapes = self._cluster_shapes(nodes) if nodes is not None and services else None
         by_service: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             meta = pod["metadata"]
@@ -339,6 +341,15 @@ class InferenceServiceController:
             planning_rate_per_s=current.rate_per_s if current is not None else None,
             slo_attainment=observed_attainment(annotations),
         )
+
+    def _cluster_shapes(self, nodes: list[dict[str, Any]]) -> dict[str, int]:
+        """`cluster_gpu_shapes(nodes)`, recomputed only when a node changed."""
+        key = tuple((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes)
+        if any(version is None for _, version in key):
+            return cluster_gpu_shapes(nodes)
+        if self._shapes_of is None or self._shapes_of[0] != key:
+            self._shapes_of = (key, cluster_gpu_shapes(nodes))
+        return self._shapes_of[1]
 
     # -- the plan in effect ----------------------------------------------------------------
 
