@@ -14,7 +14,9 @@
      exports a last-sample timestamp two minutes old (stale telemetry);
    * a target nothing listens on (an agent that is down);
    * the operator scheduling pods on both nodes, one pod pending, and a two-pod training gang
-     (gpt-1.3b) placed through a one-level `Topology`: its predicted step slowdown.
+     (gpt-1.3b) placed through a one-level `Topology`: its predicted step slowdown;
+   * an InferenceService the operator plans (its predicted cost), annotated with the SLO
+     attainment a metrics adapter would report.
 3. `promtool check rules` and `promtool test rules` (`voltpack-alerts.test.yaml`) on the rules
    file extracted from the PrometheusRule's `spec`.
 """
@@ -225,6 +227,27 @@ def scheduling_operator() -> Iterator[Operator]:
                 "kind": "Topology",
                 "metadata": {"name": "hosts"},
                 "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname", "name": "host"}]},
+            },
+        )  # fmt: skip
+        # an InferenceService with the SLO attainment a metrics adapter reports: the cost and
+        # attainment panels
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "voltpack.io", "v1alpha1", "default", "inferenceservices",
+            {
+                "apiVersion": "voltpack.io/v1alpha1",
+                "kind": "InferenceService",
+                "metadata": {
+                    "name": "chat",
+                    "annotations": {"voltpack.io/observed-slo-attainment": "0.995"},
+                },
+                "spec": {
+                    "model": "llama3-8b",
+                    "slo": {"ttftMs": 2000, "tpotMs": 100},
+                    "ratePerSecond": 0.5,
+                    "requestSizes": [{"promptTokens": 512, "outputTokens": 128, "share": 1}],
+                    "gpuTypes": ["H100-SXM", "A100-80GB"],
+                    "container": {"image": "server:1"},
+                },
             },
         )  # fmt: skip
         training = {"voltpack.io/pod-group": "train", "voltpack.io/training-model": "gpt-1.3b"}

@@ -268,10 +268,10 @@ CUSTOM_CALLS = {
     "patch_namespaced_custom_object_status": {"patch"},
 }
 CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
-OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies"}
+OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies", "inferenceservices"}
 OPERATOR_MODULES = [
     "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
-    "job_history", "topology_view",
+    "job_history", "topology_view", "inference_services",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.
@@ -281,6 +281,7 @@ API_GRANTS = {
     ("", "events", "list"),  # list_event_for_all_namespaces: why a pod waits
     *{("voltpack.io", p, v) for p in CUSTOM_PLURALS for v in ("list", "watch")},
     ("voltpack.io", "powerbudgets", "patch"),  # a manual cap
+    ("voltpack.io", "inferenceservices", "list"),  # inference_admin.py: the plans
 }  # fmt: skip
 API_POLICY_GRANTS = {("", "configmaps", v) for v in ("get", "update", "create")}
 API_AUTH_GRANTS = {
@@ -307,7 +308,8 @@ def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
                 # the plural: the first literal or PLURAL among the call's arguments
                 arguments = source[match.end() : match.end() + 160]
                 plural = re.search(
-                    r'"(gpujobs|gpunodes|queues|powerbudgets|topologies)"|\bPLURAL\b', arguments
+                    r'"(gpujobs|gpunodes|queues|powerbudgets|topologies|inferenceservices)"|\bPLURAL\b',
+                    arguments,
                 )
                 assert plural, f"{module}.{call}: no plural found in {arguments!r}"
                 resource = plural[1] or (constant[1] if constant else "")
@@ -495,7 +497,7 @@ def example_resources() -> list[tuple[str, dict[str, Any]]]:
 def test_every_example_resource_matches_its_crd() -> None:
     examples = example_resources()
     kinds = {doc["kind"] for _, doc in examples}
-    assert kinds == {"GPUJob", "Queue", "PowerBudget", "GPUNode", "Topology"}
+    assert kinds == {"GPUJob", "Queue", "PowerBudget", "GPUNode", "Topology", "InferenceService"}
     assert any(source == "README.md" for source, _ in examples)
     for source, doc in examples:
         validator = crd_validators()[(doc["apiVersion"], doc["kind"])]

@@ -57,6 +57,7 @@ def test_expected_names_and_scopes() -> None:
         "Queue": "Cluster",
         "PowerBudget": "Cluster",
         "Topology": "Cluster",
+        "InferenceService": "Namespaced",
     }
     assert crd_manifest(KINDS["GPUJob"])["metadata"]["name"] == "gpujobs.voltpack.io"
 

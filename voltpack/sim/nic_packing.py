@@ -62,6 +62,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from voltpack.model.cluster import MILLI_PER_GPU, NIC_PERCENT, Node
+from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 from voltpack.model.errors import TraceFormatError
 from voltpack.model.host_layout import HostLayout, NicDistance
 from voltpack.model.snapshot import BoolArray, ClusterSnapshot, IntArray
@@ -69,7 +70,6 @@ from voltpack.model.workload import Pod
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.nic_allocation import set_distance
-from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 
 Role = Literal["CN", "HN"]
 ROLES: tuple[Role, ...] = ("CN", "HN")

@@ -52,7 +52,7 @@ class ReplicaGroup:
     @property
     def label(self) -> str:
         """Text such as `3 x llama2-70b/H100-SXM/TP4 (unified, chunk 256, batch <= 40)`."""
-        settings = [self.role]
+        settings: list[str] = [self.role]
         if self.role == "unified" and self.prefill_chunk_tokens is not None:
             settings.append(f"chunk {self.prefill_chunk_tokens}")
         if self.role != "prefill":

@@ -17,9 +17,9 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from voltpack.model.csv_rows import csv_rows
 from voltpack.model.errors import InvalidRequestError, TraceFormatError
 from voltpack.sim.datasets import data_dir
-from voltpack.model.csv_rows import csv_rows
 
 AZURE_LLM_FOLDER = "azure-llm-2023"
 CODE_TRACE = "AzureLLMInferenceTrace_code.csv"

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from voltpack.model.csv_rows import csv_rows
 from voltpack.model.errors import InvalidRequestError, TraceFormatError, VoltpackError
 from voltpack.perf.throughput_table import ThroughputTable, load_gavel_throughputs
-from voltpack.model.csv_rows import csv_rows
 from voltpack.sim.traces.gavel import GavelJob, write_gavel_trace
 
 DurationSource = Literal["gavel", "loguniform", "philly"]

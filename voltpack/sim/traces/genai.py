@@ -26,8 +26,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from voltpack.model.errors import TraceFormatError
 from voltpack.model.csv_rows import csv_lines_rows, csv_rows
+from voltpack.model.errors import TraceFormatError
 
 GENAI_FOLDER = "alibaba-genai-2026"
 QPS_ARCHIVE = "qps.tar.gz"

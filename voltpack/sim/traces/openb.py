@@ -12,9 +12,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from voltpack.model.cluster import Node
+from voltpack.model.csv_rows import csv_rows
 from voltpack.model.errors import TraceFormatError
 from voltpack.model.workload import Pod
-from voltpack.model.csv_rows import csv_rows
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")

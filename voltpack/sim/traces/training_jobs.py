@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 from voltpack.model.errors import InvalidRequestError, TraceFormatError
 from voltpack.perf.training_models import (
     PerfModelError,
@@ -56,7 +57,6 @@ from voltpack.perf.training_models import (
     default_parallelism,
     default_training_models,
 )
-from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 from voltpack.sim.traces.gavel_generator import PhillyDistribution
 
 COLUMNS = ("job_id", "arrival_s", "num_gpus", "model", "steps")
