@@ -405,6 +405,8 @@ def operator(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # an unreachable API server is said once by the operator, not at each of urllib3's retries
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -271,7 +271,7 @@ CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
 OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies"}
 OPERATOR_MODULES = [
     "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
-    "job_history", "topology_view",
+    "job_history", "topology_view", "setup_problems",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import watch
+from urllib3.exceptions import ProtocolError
 
-from voltpack.operator.kube import call_json, status_code
+from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.setup_problems import SetupLog
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +35,14 @@ def object_key(obj: dict[str, Any]) -> str:
 class ResourceCache:
     """Objects of one kind by key; `changed` is set whenever something changes."""
 
-    def __init__(self, name: str, list_function: Callable[..., Any]) -> None:
+    def __init__(
+        self, name: str, list_function: Callable[..., Any], setup: SetupLog | None = None
+    ) -> None:
+        """`setup`: where predictable setup errors (no CRD, no permission, no API server) are
+        said once; None: a log of this cache's own."""
         self.name = name
+        self._setup = setup or SetupLog()
+        self._site = f"cache {name}"
         self._list = list_function
         self._objects: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -86,6 +94,7 @@ class ResourceCache:
         with self._lock:
             self._objects = objects
         self.relists += 1
+        self._setup.works(self._site)
         self._synced.set()
         self.changed.set()
         return str(reply.get("metadata", {}).get("resourceVersion", ""))
@@ -97,20 +106,29 @@ class ResourceCache:
             try:
                 if not resource_version:
                     resource_version = self._relist()
+                    backoff_s = 0.2
                 resource_version = self._follow(resource_version, stop)
                 backoff_s = 0.2
             except Exception as error:
                 code = status_code(error)
-                if code == 410:
+                if isinstance(error, ProtocolError):  # the stream broke: the list says why
+                    log.debug("cache %s: watch ended (%s), listing again", self.name, error)
+                elif code == 410:
                     log.info("cache %s: watch expired (410), listing again", self.name)
-                elif code == 404:
-                    if not self._missing_reported:
-                        log.info("cache %s: not served (CRD not installed?); retrying", self.name)
-                        self._missing_reported = True
-                    stop.wait(backoff_s)
-                    backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
                 else:
-                    log.warning("cache %s: %s; listing again in %.1fs", self.name, error, backoff_s)
+                    if self._setup.handle(self._site, error, resource=self.name):
+                        pass  # said once, with its fix; retried quietly
+                    elif code == 404:
+                        if not self._missing_reported:
+                            log.info("cache %s: not served; retrying", self.name)
+                            self._missing_reported = True
+                    else:
+                        log.warning(
+                            "cache %s: %s; listing again in %.1fs",
+                            self.name,
+                            api_message(error),
+                            backoff_s,
+                        )
                     stop.wait(backoff_s)
                     backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
                 resource_version = ""
