@@ -56,7 +56,7 @@ def helm_binary() -> str:
     for candidate in (os.environ.get("HELM"), str(REPO / ".tools" / "helm"), shutil.which("helm")):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    missing_service("helm is not installed: `make tools` installs it into .tools/helm")
+    missing_service("helm", "not in .tools/helm, $HELM or PATH (`make tools` installs it)")
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
