@@ -25,6 +25,7 @@ from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth, StaticTokens
 from voltpack.emulator import EmulatorConfig, EmulatorState, serve
 from voltpack.forecast.capacity import plan_capacity
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.headroom import power_headroom
 from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
@@ -629,7 +630,9 @@ def forecast_targets(
 @forecast_app.command("plan")
 def forecast_plan(
     series: Annotated[str, typer.Argument(help="a series name from `voltpack forecast targets`")],
-    model: Annotated[str, typer.Option(help="a forecaster name")] = "global_gbm",
+    model: Annotated[
+        str, typer.Option(help="a forecaster name (default: the benchmark's best across families)")
+    ] = DEFAULT_MODEL,
     horizon: Annotated[int, typer.Option(min=1, help="steps ahead")] = 36,
     risk: Annotated[float, typer.Option(help="accepted chance that demand exceeds the plan")] = 0.1,
     budget_w: Annotated[

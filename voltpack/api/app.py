@@ -21,6 +21,7 @@ from voltpack.api.sources import (
     SimulationRun,
     SourceUnavailableError,
 )
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.domain_power import forecast_domain_power
 from voltpack.forecast.registry import forecaster_names
 from voltpack.model.admin import (
@@ -304,7 +305,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         horizon_s: Annotated[float, Query(gt=0, le=7 * 86_400)] = 3600.0,
         level: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.99,
         history_days: Annotated[float, Query(gt=0, le=60)] = 14.0,
-        model: Annotated[str, Query(max_length=64)] = "seasonal_naive",
+        model: Annotated[str, Query(max_length=64)] = DEFAULT_MODEL,
         budget_w: Annotated[float | None, Query(gt=0)] = None,
     ) -> PowerForecastView:
         """The domain's peak power over the next `horizon_s` (quantiles, from its stored
