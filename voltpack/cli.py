@@ -47,10 +47,13 @@ from voltpack.policies.schema import (
     policy_for_strategy,
 )
 from voltpack.sim.datasets import (
+    DEFAULT_INVENTORY,
+    INVENTORIES,
     OPENB_DEFAULT_PODS,
     OPENB_NODES,
     data_dir,
     fgd_paper_allocation_pct,
+    inventory_nodes,
     openb_dir,
 )
 from voltpack.sim.experiment import ArrivalOrder
@@ -474,8 +477,16 @@ def api(
 def emulator(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port (0: any free one)")] = 8001,
+    inventory: Annotated[
+        str,
+        typer.Option(
+            help="shipped cluster to serve: "
+            + "; ".join(f"{name} ({what})" for name, what in INVENTORIES.items())
+        ),
+    ] = DEFAULT_INVENTORY,
     nodes: Annotated[
-        Path | None, typer.Option(help="openb-format node list (default: the openb cluster)")
+        Path | None,
+        typer.Option(help="an openb-format node list to serve instead of --inventory"),
     ] = None,
     time_factor: Annotated[
         float, typer.Option(help="wall seconds per simulated second of pod run time")
@@ -490,7 +501,11 @@ def emulator(
 ) -> None:
     """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
     try:
-        node_list = load_nodes(nodes or openb_dir() / OPENB_NODES)
+        if nodes is not None and inventory != DEFAULT_INVENTORY:
+            raise VoltpackError(
+                f"--nodes {nodes} and --inventory {inventory}: give one of them, not both"
+            )
+        node_list = load_nodes(nodes) if nodes is not None else inventory_nodes(inventory)
         config = EmulatorConfig(time_factor=time_factor, token_file=token_auth_file)
         state = EmulatorState(config, nodes=node_list)
     except (VoltpackError, ValueError) as exc:
