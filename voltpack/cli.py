@@ -465,6 +465,7 @@ def api(
     source = KubeAdminSource(
         client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
     )
+    source.start()  # list and watch from now on: the first request finds the caches filled
     deps = ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -48,7 +48,7 @@ def make_app(kube: client.ApiClient, store: BufferedStore, tmp_path: Path) -> An
     tokens_file.write_text("admin-token,ada,admin\n")
     tokens = StaticTokens.from_file(tokens_file)
     path = example_policy_path("fgd")
-    source = KubeAdminSource(kube, load_policy(path), path.read_text(), ttl_s=0.0)
+    source = KubeAdminSource(kube, load_policy(path), path.read_text())
     return create_app(
         ApiDependencies(
             cluster=source,
