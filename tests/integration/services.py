@@ -30,6 +30,7 @@ SERVICES = {
         Service("Prometheus", apt_packages=("prometheus",)),
         Service("PostgreSQL", apt_packages=("postgresql",)),
         Service("helm", command="make tools"),
+        Service("Chromium", apt_packages=("chromium",)),
     )
 }
 SKIP_PREFIX = "missing service"

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
 from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
+from voltpack.api.docs_page import install_docs_page
 from voltpack.api.forecasts import PowerForecastView, forecast_view
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import SimulationRequest, SimulationRunner
@@ -137,8 +138,11 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         version=__version__,
         description="Cluster state, scheduling decisions, power, policies and what-if runs.",
         responses=PROBLEMS,
+        docs_url=None,  # served below, without a CDN
+        redoc_url=None,
     )
     install_problem_handlers(app)
+    install_docs_page(app)
 
     def require(verb: Verb) -> Callable[..., Principal]:
         def check(
