@@ -56,6 +56,7 @@ from voltpack.operator.policy_reload import POLICY_KEY
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.power_objects import action_of
 from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
+from voltpack.operator.setup_problems import setup_log_for
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key, pod_nics
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.power.ladder import GpuSetting
@@ -124,16 +125,20 @@ class KubeAdminSource:
                 API_GROUP, API_VERSION, plural, **kw
             )
 
+        setup = setup_log_for(str(api_client.configuration.host))  # each problem said once
         self._caches = {
-            "nodes": ResourceCache("nodes", self._core.list_node),
-            "pods": ResourceCache("pods", self._core.list_pod_for_all_namespaces),
+            "nodes": ResourceCache("nodes", self._core.list_node, setup),
+            "pods": ResourceCache("pods", self._core.list_pod_for_all_namespaces, setup),
             "events": ResourceCache(
                 "events",
                 lambda **kw: self._core.list_event_for_all_namespaces(
                     field_selector="reason=FailedScheduling", **kw
                 ),
+                setup,
             ),
-            **{plural: ResourceCache(plural, custom_list(plural)) for plural in CUSTOM_KINDS},
+            **{
+                plural: ResourceCache(plural, custom_list(plural), setup) for plural in CUSTOM_KINDS
+            },
         }
         self.tally = ClusterTally(clock)
         """The summary's counters, fed by the caches' watch events."""
