@@ -55,6 +55,7 @@ from _common import RESULTS_DIR, machine
 from statsforecast import StatsForecast
 from statsforecast.models import MSTL, AutoARIMA, AutoETS, SeasonalNaive
 
+from voltpack.forecast.default_model import DEFAULT_MODEL, cross_family_scores
 from voltpack.forecast.metrics import coverage, mase, pinball_loss, seasonal_naive_scale, smape
 from voltpack.forecast.registry import forecaster_names, make_forecaster
 from voltpack.forecast.series import FloatArray, TimeSeries
@@ -328,6 +329,7 @@ def run(data: Path, quick: bool, processes: int) -> dict[str, Any]:
         "registry": "voltpack.forecast.registry",
         "model_time_s": {k: round(v, 1) for k, v in model_time_s.items()},
         "families": families,
+        "default_model": default_model_report(families),
         "per_series": per_series,
         "runtime_s": round(time.perf_counter() - started, 1),
         "_plots": plots,
@@ -369,6 +371,41 @@ def summarize_families(rows: list[dict[str, Any]], models: Sequence[str]) -> dic
             verdict["accepted_models"] = [m for m, c in checks.items() if c["accepted"]]
         out[family] = {"models": table, **verdict}
     return out
+
+
+def default_model_report(families: dict[str, Any]) -> dict[str, Any]:
+    """The model best across families (`voltpack.forecast.default_model`), and the shipped
+    default's own result per family against that family's best baseline."""
+    scores = cross_family_scores(families)
+    per_family: dict[str, Any] = {}
+    for family, summary in families.items():
+        baseline = summary.get("best_baseline")
+        ours = summary["models"].get(DEFAULT_MODEL)
+        if baseline is None or ours is None:
+            continue
+        base = summary["models"][baseline]
+        per_family[family] = {
+            "best_baseline": baseline,
+            "baseline": {k: base[k] for k in ("scaled_pinball_mean", "coverage_80", "coverage_98")},
+            "default": {k: ours[k] for k in ("scaled_pinball_mean", "coverage_80", "coverage_98")},
+            "ratio": ours["scaled_pinball_mean"] / base["scaled_pinball_mean"],
+            **acceptance(ours, base),
+        }
+    passing_everywhere = [
+        m for m in {m for s in families.values() for m in s.get("accepted_models", [])}
+        if all(m in s.get("accepted_models", []) for s in families.values())
+    ]  # fmt: skip
+    return {
+        "rule": "lowest worst-family ratio of mean scaled pinball to the family's best baseline "
+        "(ties: lowest mean ratio)",
+        "best_across_families": scores[0].model if scores else None,
+        "default": DEFAULT_MODEL,
+        "scores": [
+            {"model": s.model, "ratios": s.ratios, "worst": s.worst, "mean": s.mean} for s in scores
+        ],
+        "default_per_family": per_family,
+        "models_passing_every_family": sorted(passing_everywhere),
+    }
 
 
 def acceptance(ours: dict[str, float], baseline: dict[str, float]) -> dict[str, bool]:
@@ -423,6 +460,7 @@ def markdown(figures: dict[str, Any]) -> str:
                      + (", ".join(summary.get("accepted_models", [])) or "none")
                      + ".")  # fmt: skip
         lines.append("")
+    lines += default_model_markdown(figures["default_model"], list(figures["families"]))
     lines += [f"## Per series (lead time {HORIZONS[-1]}, mean scaled pinball, coverage)",
               "", "| series | samples | model | MASE | pinball mean | cover 80 | cover 98 |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -439,6 +477,57 @@ def markdown(figures: dict[str, Any]) -> str:
                 f"{r['coverage_98']:.0f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def default_model_markdown(report: dict[str, Any], families: list[str]) -> list[str]:
+    """The section on the default model: the ranking across families and its own results."""
+    best, default = report["best_across_families"], report["default"]
+    lines = [
+        "## The default model (CLI, API, operator)",
+        "",
+        f"Best across families: the {report['rule']}. Ratios below 1 beat the baseline.",
+        "",
+        "| model | " + " | ".join(families) + " | worst | mean |",
+        "|---|" + "---|" * (len(families) + 2),
+    ]
+    for score in report["scores"]:
+        cells = [f"{score['ratios'][f]:.3f}" for f in families]
+        lines.append(f"| {score['model']} | {' | '.join(cells)} | **{score['worst']:.3f}** | "
+                     f"{score['mean']:.3f} |")  # fmt: skip
+    agree = "the same model" if best == default else f"**not** the benchmark's best ({best})"
+    lines += [
+        "",
+        f"Best across families: {best}. The shipped default "
+        f"(`voltpack.forecast.default_model.DEFAULT_MODEL`) is `{default}`, {agree}. Its own "
+        "result per family (mean scaled pinball, coverage 80 / 98) against the family's best "
+        "baseline:",
+        "",
+        "| family | best baseline | " + default + " | ratio | passes (beats it, both "
+        f"coverages within {ACCEPT_COVERAGE_POINTS:g} points) |",
+        "|---|---|---|---|---|",
+    ]
+    for family, row in report["default_per_family"].items():
+        base, ours = row["baseline"], row["default"]
+        checks = (("pinball", "beats_best_baseline"), ("80% coverage", "coverage_80_ok"),
+                  ("98% coverage", "coverage_98_ok"))  # fmt: skip
+        why = [name for name, key in checks if not row[key]]
+        lines.append(
+            f"| {family} | {row['best_baseline']} {base['scaled_pinball_mean']:.3f} "
+            f"({base['coverage_80']:.1f} / {base['coverage_98']:.1f}) | "
+            f"{ours['scaled_pinball_mean']:.3f} ({ours['coverage_80']:.1f} / "
+            f"{ours['coverage_98']:.1f}) | {row['ratio']:.3f} | "
+            + ("yes" if row["accepted"] else f"no ({', '.join(why)})")
+            + " |"
+        )
+    everywhere = report["models_passing_every_family"]
+    lines += [
+        "",
+        f"Models that pass every family: {', '.join(everywhere)}."
+        if everywhere
+        else "No single voltpack model passes every family.",
+        "",
+    ]
+    return lines
 
 
 def plot(figures: dict[str, Any], path: Path) -> None:
@@ -478,6 +567,7 @@ def rerender(json_path: Path) -> None:
     document = json.loads(json_path.read_text())
     models = list(document["model_time_s"])
     document["families"] = summarize_families(document["per_series"], models)
+    document["default_model"] = default_model_report(document["families"])
     json_path.write_text(json.dumps(document, indent=1, default=float) + "\n")
     json_path.with_suffix(".md").write_text(markdown(document))
 

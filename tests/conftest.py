@@ -1,10 +1,13 @@
-"""Fixtures shared by every test suite: where the repository's data files are."""
+"""Fixtures shared by every test suite (where the repository's data files are), and the run's
+last line naming the services whose tests were skipped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests.integration.services import report_missing_services
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """The repository checkout this test file belongs to."""
@@ -16,3 +19,8 @@ def openb_dir() -> Path:
     path = REPO_ROOT / "data" / "openb"
     assert (path / "openb_node_list_gpu_node.csv").is_file(), f"openb data missing in {path}"
     return path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the run with one line naming the missing services and how to install them."""
+    report_missing_services(config)

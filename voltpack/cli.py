@@ -25,6 +25,7 @@ from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth, StaticTokens
 from voltpack.emulator import EmulatorConfig, EmulatorState, serve
 from voltpack.forecast.capacity import plan_capacity
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.headroom import power_headroom
 from voltpack.forecast.registry import make_forecaster
 from voltpack.forecast.series import TimeSeries
@@ -46,10 +47,13 @@ from voltpack.policies.schema import (
     policy_for_strategy,
 )
 from voltpack.sim.datasets import (
+    DEFAULT_INVENTORY,
+    INVENTORIES,
     OPENB_DEFAULT_PODS,
     OPENB_NODES,
     data_dir,
     fgd_paper_allocation_pct,
+    inventory_nodes,
     openb_dir,
 )
 from voltpack.sim.experiment import ArrivalOrder
@@ -405,6 +409,8 @@ def operator(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # an unreachable API server is said once by the operator, not at each of urllib3's retries
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -459,6 +465,7 @@ def api(
     source = KubeAdminSource(
         client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
     )
+    source.start()  # list and watch from now on: the first request finds the caches filled
     deps = ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -471,8 +478,16 @@ def api(
 def emulator(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port (0: any free one)")] = 8001,
+    inventory: Annotated[
+        str,
+        typer.Option(
+            help="shipped cluster to serve: "
+            + "; ".join(f"{name} ({what})" for name, what in INVENTORIES.items())
+        ),
+    ] = DEFAULT_INVENTORY,
     nodes: Annotated[
-        Path | None, typer.Option(help="openb-format node list (default: the openb cluster)")
+        Path | None,
+        typer.Option(help="an openb-format node list to serve instead of --inventory"),
     ] = None,
     time_factor: Annotated[
         float, typer.Option(help="wall seconds per simulated second of pod run time")
@@ -487,7 +502,11 @@ def emulator(
 ) -> None:
     """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
     try:
-        node_list = load_nodes(nodes or openb_dir() / OPENB_NODES)
+        if nodes is not None and inventory != DEFAULT_INVENTORY:
+            raise VoltpackError(
+                f"--nodes {nodes} and --inventory {inventory}: give one of them, not both"
+            )
+        node_list = load_nodes(nodes) if nodes is not None else inventory_nodes(inventory)
         config = EmulatorConfig(time_factor=time_factor, token_file=token_auth_file)
         state = EmulatorState(config, nodes=node_list)
     except (VoltpackError, ValueError) as exc:
@@ -627,7 +646,9 @@ def forecast_targets(
 @forecast_app.command("plan")
 def forecast_plan(
     series: Annotated[str, typer.Argument(help="a series name from `voltpack forecast targets`")],
-    model: Annotated[str, typer.Option(help="a forecaster name")] = "global_gbm",
+    model: Annotated[
+        str, typer.Option(help="a forecaster name (default: the benchmark's best across families)")
+    ] = DEFAULT_MODEL,
     horizon: Annotated[int, typer.Option(min=1, help="steps ahead")] = 36,
     risk: Annotated[float, typer.Option(help="accepted chance that demand exceeds the plan")] = 0.1,
     budget_w: Annotated[

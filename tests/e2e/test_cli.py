@@ -268,3 +268,15 @@ def test_forecast_plan_says_what_to_keep_free_and_refuses_unknown_series() -> No
     assert unknown.returncode == 2 and "voltpack forecast targets" in " ".join(
         unknown.stdout.split()
     )
+
+
+def test_emulator_refuses_an_unknown_inventory_naming_the_choices(tmp_path: Path) -> None:
+    unknown = voltpack("emulator", "--inventory", "alibaba-2099", "--port", "0")
+    assert unknown.returncode == 2
+    assert "inventory: 'alibaba-2099' is not one of alibaba-spot-2026, openb" in unknown.stderr
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1024,1,T4\n")
+    both = voltpack(
+        "emulator", "--nodes", str(nodes), "--inventory", "alibaba-spot-2026", "--port", "0"
+    )
+    assert both.returncode == 2 and "give one of them, not both" in both.stderr

@@ -36,7 +36,7 @@ def require_binary(name: str) -> str:
     path = shutil.which(name) or (str(fallback) if fallback.is_file() else None)
     if path is not None:
         return path
-    missing_service(f"{name} is not installed (`apt-get install prometheus` provides it)")
+    missing_service("Prometheus", f"{name} is not installed (Debian's prometheus provides it)")
 
 
 def free_port() -> int:

@@ -70,7 +70,6 @@ def server(
         policy,
         policy_path.read_text(),
         namespace=NAMESPACE,
-        ttl_s=0.0,
     )
     tokens = StaticTokens.from_file(token_file)
     app = create_app(
@@ -78,6 +77,7 @@ def server(
     )
     with serving(app) as url:
         yield ApiServer(url, emulator, source)
+    source.close()
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def api_schema(emulator: RunningEmulator, tmp_path: Path) -> Iterator[Any]:
     tokens_file.write_text(f"{ADMIN_TOKEN},fuzzer,admin\n")
     tokens = StaticTokens.from_file(tokens_file)
     path = example_policy_path("fgd")
-    source = KubeAdminSource(kube, load_policy(path), path.read_text(), ttl_s=0.5)
+    source = KubeAdminSource(kube, load_policy(path), path.read_text())
     runner = SimulationRunner()
     app = create_app(
         ApiDependencies(

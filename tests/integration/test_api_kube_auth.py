@@ -43,7 +43,7 @@ def url(emulator: RunningEmulator, kubectl: Kubectl) -> Iterator[str]:
     install_crds(client.ApiextensionsV1Api(kube))
     client.CoreV1Api(kube).create_namespace({"metadata": {"name": "voltpack-system"}})
     path = example_policy_path("fgd")
-    source = KubeAdminSource(kube, load_policy(path), path.read_text(), ttl_s=0.0)
+    source = KubeAdminSource(kube, load_policy(path), path.read_text())
     auth = KubernetesAuth(kube)
     app = create_app(
         ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)

@@ -56,7 +56,7 @@ def helm_binary() -> str:
     for candidate in (os.environ.get("HELM"), str(REPO / ".tools" / "helm"), shutil.which("helm")):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    missing_service("helm is not installed: `make tools` installs it into .tools/helm")
+    missing_service("helm", "not in .tools/helm, $HELM or PATH (`make tools` installs it)")
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -271,7 +271,7 @@ CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
 OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies", "inferenceservices"}
 OPERATOR_MODULES = [
     "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
-    "job_history", "topology_view", "inference_services",
+    "job_history", "topology_view", "inference_services", "setup_problems",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.

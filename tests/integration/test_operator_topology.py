@@ -220,8 +220,9 @@ def test_a_tensor_parallel_8_job_lands_inside_one_nvlink_domain_with_ranks_and_s
             obj = custom.get_cluster_custom_object(GROUP, VERSION, "topologies", "fabric")
             return obj.get("status") if (obj.get("status") or {}).get("nodes") else None
 
-        admin = KubeAdminSource(api_client, policy_for_strategy("best-fit"), "", ttl_s=0.0)
+        admin = KubeAdminSource(api_client, policy_for_strategy("best-fit"), "")
         view = next(j for j in admin.jobs() if j.name == "tp8")
+        admin.close()
         assert view.placement_reason is not None and "predicted step" in view.placement_reason
         assert sorted(w.rank for w in view.workers if w.rank is not None) == [0, 1]
 

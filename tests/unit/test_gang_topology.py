@@ -312,3 +312,44 @@ def test_kueue_and_kai_annotations_become_a_topology_request() -> None:
         required_level="spine"
     )
     assert TopologyRequest.from_annotations({"other": "x"}) is None
+
+
+def test_a_gpu_without_published_specs_leaves_the_gang_pending_not_the_cycle_failing() -> None:
+    """openb's G2 (undisclosed) is the cluster's most common model: the step-time model cannot
+    run there, so the gang waits with that reason and other pods are still scheduled."""
+    names = [f"g{i}" for i in range(4)]
+    snapshot = ClusterSnapshot.from_nodes([Node.empty(n, 64_000, 512_000, 8, "G2") for n in names])
+    labels = {n: {"spine": "s0", "leaf": "l0"} for n in names}
+    topology = ClusterTopology.from_labels(SPEC, names, labels, hosts=dict.fromkeys(names, HOST))
+    scheduler = topology_scheduler(topology, snapshot.node_count)
+    request = TopologyRequest(required_level="spine", model="gpt-13b", tensor_parallel=8)
+    group = gang("job", 4, 8).model_copy(update={"topology": request})
+    decision = scheduler.schedule_group(snapshot, group, np.random.default_rng(0))
+    assert not decision.placed
+    assert "its step time cannot be predicted: GPU G2: catalog has no bf16_tflops" in (
+        decision.reason
+    )
+    plain = scheduler.schedule_group(snapshot, gang("plain", 1, 1), np.random.default_rng(0))
+    assert plain.placed
+
+
+def test_the_step_model_uses_the_most_common_gpu_the_gang_accepts() -> None:
+    nodes = [Node.empty(f"g{i}", 64_000, 512_000, 8, "G2") for i in range(3)]
+    nodes += [Node.empty(f"v{i}", 64_000, 512_000, 8, "V100M32") for i in range(2)]
+    snapshot = ClusterSnapshot.from_nodes(nodes)
+    names = [n.name for n in nodes]
+    topology = ClusterTopology.from_labels(
+        SPEC,
+        names,
+        {n: {"spine": "s", "leaf": "l"} for n in names},
+        hosts=dict.fromkeys(names, HOST),
+    )
+    request = TopologyRequest(model="gpt-13b", tensor_parallel=8)
+    pods = tuple(
+        Pod(name=f"p{i}", cpu_milli=1, memory_mib=1, num_gpu=8, gpu_milli=1000,
+            gpu_models=("V100M32", "A100-SXM4-80GB"))
+        for i in range(2)
+    )  # fmt: skip
+    group = PodGroup(name="job", pods=pods, min_member=2, topology=request)
+    model = step_model_for_group(topology, snapshot, group)
+    assert model is not None and model.sku.name == "V100-32GB"  # not G2, the cluster's most common

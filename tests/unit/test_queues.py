@@ -266,6 +266,17 @@ def test_a_gang_beyond_its_guarantee_reclaims_nothing() -> None:
     assert "no gang may be preempted" in plan.decisions[0].reason
 
 
+def test_a_gang_no_node_can_hold_says_why_preemption_cannot_help() -> None:
+    snapshot = snapshot_of(gpu_node("n", 8, "T4"))
+    plan = cycle(snapshot, {"a": queue()}, [PendingGang(gang("g", 1, models=["A100"]), "a")])
+    reason = plan.decisions[0].reason
+    assert outcome(plan) == {"g": False}
+    assert reason.endswith("no preemption: no node has a GPU of a model it accepts (A100)")
+    bare = snapshot_of(gpu_node("cpu-only", 0, "T4"))
+    plan = cycle(bare, {"a": queue()}, [PendingGang(gang("g", 1), "a")])
+    assert plan.decisions[0].reason.endswith("no preemption: no node has GPUs")
+
+
 def test_the_minimum_runtime_protects_young_gangs() -> None:
     snapshot, running, specs = borrowed_cluster()
     plan = cycle(snapshot, specs, [PendingGang(gang("b", 2), "b")], running, now_s=30.0)

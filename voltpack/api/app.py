@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
 from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
+from voltpack.api.docs_page import install_docs_page
 from voltpack.api.forecasts import PowerForecastView, forecast_view
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import SimulationRequest, SimulationRunner
@@ -22,6 +23,7 @@ from voltpack.api.sources import (
     SimulationRun,
     SourceUnavailableError,
 )
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.domain_power import forecast_domain_power
 from voltpack.forecast.registry import forecaster_names
 from voltpack.model.admin import (
@@ -140,8 +142,11 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         version=__version__,
         description="Cluster state, scheduling decisions, power, policies and what-if runs.",
         responses=PROBLEMS,
+        docs_url=None,  # served below, without a CDN
+        redoc_url=None,
     )
     install_problem_handlers(app)
+    install_docs_page(app)
 
     def require(verb: Verb) -> Callable[..., Principal]:
         def check(
@@ -348,7 +353,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         horizon_s: Annotated[float, Query(gt=0, le=7 * 86_400)] = 3600.0,
         level: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.99,
         history_days: Annotated[float, Query(gt=0, le=60)] = 14.0,
-        model: Annotated[str, Query(max_length=64)] = "seasonal_naive",
+        model: Annotated[str, Query(max_length=64)] = DEFAULT_MODEL,
         budget_w: Annotated[float | None, Query(gt=0)] = None,
     ) -> PowerForecastView:
         """The domain's peak power over the next `horizon_s` (quantiles, from its stored

@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.headroom import PowerHeadroom, power_headroom
 from voltpack.forecast.history import MIN_GAP_LIMIT_STEPS
 from voltpack.forecast.registry import make_forecaster
@@ -110,7 +111,7 @@ def forecast_domain_power(
     horizon_s: float,
     level: float,
     budget_w: float | None = None,
-    model: str = "seasonal_naive",
+    model: str = DEFAULT_MODEL,
 ) -> DomainPowerForecast:
     """Forecast `domain`'s peak power `horizon_s` ahead and the headroom the `level` quantile
     leaves under its budget (the newest recorded budget unless `budget_w` is given)."""

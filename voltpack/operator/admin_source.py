@@ -1,9 +1,14 @@
 """The admin API's view of a live cluster, read through the official Kubernetes client.
 
-Implements the API's `ClusterSource` and `PolicyHolder` protocols. Every read lists the
-objects it needs (cached for `ttl_s`, so a burst of requests costs one round of list calls);
-an unreachable API server becomes `SourceUnavailableError` (the API answers 503). A dry run
-plans one scheduling cycle with the given policy on a copy of the cluster, exactly as the
+Implements the API's `ClusterSource` and `PolicyHolder` protocols. Reads come from watch-fed
+caches, as the operator's own (`ResourceCache`: one list, then a watch): no request lists the
+API server. The cluster summary is kept current by the watch events themselves
+(`ClusterTally`), so it costs the same whatever the cluster's size and however often it
+changes; the other views are built from the cached objects once per change and reused until
+the next. The caches start with the first request, which waits until nodes, pods and events are
+listed. An API server that cannot be reached then, or that the caches have not heard from for
+`stale_after_s`, makes the reads raise `SourceUnavailableError` (the API answers 503). A dry
+run plans one scheduling cycle with the given policy on a copy of the cluster, exactly as the
 operator would, and writes nothing.
 """
 
@@ -37,6 +42,7 @@ from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.errors import InvalidRequestError, PolicyError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.operator.cache import ResourceCache
+from voltpack.operator.cluster_tally import ClusterTally
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
     MANUAL_CAP_ANNOTATION,
@@ -46,11 +52,11 @@ from voltpack.operator.conventions import (
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import QueueContext, plan_cycle
-from voltpack.operator.kube import call_json
 from voltpack.operator.policy_reload import POLICY_KEY
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.power_objects import action_of
 from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
+from voltpack.operator.setup_problems import setup_log_for
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key, pod_nics
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.power.ladder import GpuSetting
@@ -60,6 +66,9 @@ from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 
 TERMINAL = ("Succeeded", "Failed")
+CUSTOM_KINDS = ("gpunodes", "gpujobs", "queues", "powerbudgets")
+REQUIRED = ("nodes", "pods", "events")
+"""Caches a read needs; the voltpack kinds may be missing (CRDs not installed: none of them)."""
 
 
 @dataclass
@@ -75,14 +84,8 @@ class _Objects:
     read_at_s: float
 
 
-def _items(answer: Any) -> list[dict[str, Any]]:
-    if isinstance(answer, dict):
-        return list(answer.get("items") or [])
-    return []
-
-
 class KubeAdminSource:
-    """ClusterSource and PolicyHolder over the Kubernetes API."""
+    """ClusterSource and PolicyHolder over the Kubernetes API, read through watch-fed caches."""
 
     def __init__(
         self,
@@ -91,23 +94,107 @@ class KubeAdminSource:
         policy_text: str,
         namespace: str = "voltpack-system",
         policy_configmap: str = "voltpack-policy",
-        ttl_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        sync_timeout_s: float = 60.0,
+        stale_after_s: float = 10.0,
     ) -> None:
+        """`sync_timeout_s`: how long the first read waits for the first lists;
+        `stale_after_s`: how long the caches may fail to reach the API server before reads
+        answer 503 rather than the last state they heard of."""
         self._client = api_client
         self._core = CoreV1Api(api_client)
         self._custom = CustomObjectsApi(api_client)
         self._policy = (policy, policy_text)
         self._namespace = namespace
         self._configmap = policy_configmap
-        self._ttl_s = ttl_s
         self._clock = clock
+        self._sync_timeout_s = sync_timeout_s
+        self._stale_after_s = stale_after_s
         self._cache: _Objects | None = None
+        self._cache_generations: tuple[int, ...] = ()
         self._views: dict[str, Any] = {}
-        """Views built from the cached objects, by name (rebuilt with the objects)."""
+        """Views built from the cached objects, by name (rebuilt when the objects change)."""
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._started = False
+        custom = self._custom
+
+        def custom_list(plural: str) -> Callable[..., Any]:
+            return lambda **kw: custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, plural, **kw
+            )
+
+        setup = setup_log_for(str(api_client.configuration.host))  # each problem said once
+        self._caches = {
+            "nodes": ResourceCache("nodes", self._core.list_node, setup),
+            "pods": ResourceCache("pods", self._core.list_pod_for_all_namespaces, setup),
+            "events": ResourceCache(
+                "events",
+                lambda **kw: self._core.list_event_for_all_namespaces(
+                    field_selector="reason=FailedScheduling", **kw
+                ),
+                setup,
+            ),
+            **{
+                plural: ResourceCache(plural, custom_list(plural), setup) for plural in CUSTOM_KINDS
+            },
+        }
+        self.tally = ClusterTally(clock)
+        """The summary's counters, fed by the caches' watch events."""
+        self._caches["nodes"].add_listener(self.tally.nodes_listener)
+        self._caches["pods"].add_listener(self.tally.pods_listener)
+        self._caches["gpunodes"].add_listener(self.tally.gpunodes_listener)
+        self._caches["powerbudgets"].add_listener(self.tally.budgets_listener)
+        self._caches["queues"].add_listener(self.tally.queues_listener)
 
     # -- reading ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the caches (list, then watch) if they are not running; return at once."""
+        with self._start_lock:
+            if not self._started:
+                for cache in self._caches.values():
+                    cache.start(self._stop)
+                self._started = True
+
+    def close(self) -> None:
+        """Stop the caches' watches."""
+        self._stop.set()
+
+    def watched_changes(self) -> int:
+        """How many changes the caches have taken in (grows with every watch event)."""
+        return sum(cache.generation for cache in self._caches.values())
+
+    def _ready(self) -> None:
+        """Start the caches and wait for the first lists; raise SourceUnavailableError when
+        the API server cannot be reached (or has not been reached for `stale_after_s`)."""
+        self.start()
+        deadline = time.monotonic() + self._sync_timeout_s
+        for name in REQUIRED:
+            cache = self._caches[name]
+            while not cache.wait_synced(0.02):
+                if cache.last_error is not None:
+                    raise self._unavailable(name, cache)
+                if time.monotonic() > deadline:
+                    raise SourceUnavailableError(
+                        f"Kubernetes API: {name} not listed within {self._sync_timeout_s:g} s"
+                    )
+            failing = cache.failing_since
+            if failing is not None and time.monotonic() - failing > self._stale_after_s:
+                raise self._unavailable(name, cache)
+        for cache in self._caches.values():  # the voltpack kinds: listed, or not served
+            while not cache.settled.wait(0.02) and cache.last_error is None:
+                if time.monotonic() > deadline:
+                    break
+
+    def _unavailable(self, name: str, cache: ResourceCache) -> SourceUnavailableError:
+        error = cache.last_error
+        if isinstance(error, ApiException):
+            return SourceUnavailableError(
+                f"Kubernetes API: listing {name} failed: {error.status} {error.reason}"
+            )
+        return SourceUnavailableError(f"Kubernetes API unreachable ({name}): {error}")
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         try:
@@ -116,54 +203,42 @@ class KubeAdminSource:
             if exc.status == 404:
                 return {"items": []}  # a CRD not installed: nothing of that kind
             raise SourceUnavailableError(
-                f"Kubernetes API: listing {what} failed: {exc.status} {exc.reason}"
+                f"Kubernetes API: {what} failed: {exc.status} {exc.reason}"
             ) from None
         except (HTTPError, OSError) as exc:
             raise SourceUnavailableError(f"Kubernetes API unreachable ({what}): {exc}") from None
 
-    def _custom_list(self, plural: str) -> list[dict[str, Any]]:
-        return _items(
-            self._call(
-                plural,
-                lambda: self._custom.list_cluster_custom_object(API_GROUP, API_VERSION, plural),
-            )
-        )
-
     def _objects(self) -> _Objects:
+        """The cached objects (not copies: views read them, never change them)."""
+        self._ready()
+        generations = tuple(cache.generation for cache in self._caches.values())
         with self._lock:
-            now = time.monotonic()
-            if self._cache is not None and now - self._cache.read_at_s < self._ttl_s:
+            if self._cache is not None and self._cache_generations == generations:
                 return self._cache
-            nodes = self._call("nodes", lambda: call_json(self._core.list_node))
-            pods = self._call("pods", lambda: call_json(self._core.list_pod_for_all_namespaces))
-            events = self._call(
-                "events",
-                lambda: call_json(
-                    self._core.list_event_for_all_namespaces,
-                    field_selector="reason=FailedScheduling",
-                ),
-            )
+            caches = self._caches
             self._cache = _Objects(
-                nodes=_items(nodes),
-                pods=_items(pods),
-                gpunodes=self._custom_list("gpunodes"),
-                gpujobs=self._custom_list("gpujobs"),
-                queues=self._custom_list("queues"),
-                budgets=self._custom_list("powerbudgets"),
-                pending_reasons=latest_reasons(_items(events)),
-                read_at_s=now,
+                nodes=caches["nodes"].values(),
+                pods=caches["pods"].values(),
+                gpunodes=caches["gpunodes"].values(),
+                gpujobs=caches["gpujobs"].values(),
+                queues=caches["queues"].values(),
+                budgets=caches["powerbudgets"].values(),
+                pending_reasons=latest_reasons(caches["events"].values()),
+                read_at_s=time.monotonic(),
             )
+            self._cache_generations = generations
             self._views = {}
             return self._cache
 
     def invalidate(self) -> None:
-        """Forget the cached objects (after a write)."""
+        """Forget the views built from the cached objects (they are built again on the next
+        read; the summary's counters stay, the watch keeps them current)."""
         with self._lock:
             self._cache = None
             self._views = {}
 
     def _view(self, name: str, build: Callable[[_Objects], Any]) -> Any:
-        """`build(objects)` once per read of the cluster."""
+        """`build(objects)` once per change of the cached objects."""
         objects = self._objects()
         with self._lock:
             if self._cache is objects and name in self._views:
@@ -177,39 +252,9 @@ class KubeAdminSource:
     # -- ClusterSource ---------------------------------------------------------------------
 
     def summary(self) -> ClusterSummary:
-        """Counts over the whole cluster."""
-        objects = self._objects()
-        node_views = self.nodes()
-        jobs = self.jobs()
-        domains = self.power_domains()
-        by_model: dict[str, float] = {}
-        allocated: dict[str, float] = {}
-        for node in node_views:
-            if node.gpu_model:
-                by_model[node.gpu_model] = by_model.get(node.gpu_model, 0.0) + node.gpus
-                allocated[node.gpu_model] = allocated.get(node.gpu_model, 0.0) + node.gpus_allocated
-        pending_pods = sum(
-            1
-            for pod in objects.pods
-            if (pod.get("spec") or {}).get("schedulerName") == SCHEDULER_NAME
-            and not (pod.get("spec") or {}).get("nodeName")
-            and (pod.get("status") or {}).get("phase") not in TERMINAL
-        )
-        powers = [d.power_w for d in domains if d.power_w is not None]
-        return ClusterSummary(
-            nodes=len(node_views),
-            nodes_ready=sum(1 for n in node_views if n.ready),
-            gpus_by_model=by_model,
-            gpus_allocated_by_model=allocated,
-            jobs_running=sum(1 for j in jobs if j.pending_reason is None),
-            jobs_pending=sum(1 for j in jobs if j.pending_reason is not None),
-            pods_pending=pending_pods,
-            queues=len(objects.queues),
-            power_domains=len(domains),
-            power_w=sum(powers) if powers else None,
-            budget_w=sum(d.budget_w for d in domains) if domains else None,
-            observed_at_s=self._clock(),
-        )
+        """Counts over the whole cluster, from the counters the watch keeps current."""
+        self._ready()
+        return self.tally.summary()
 
     def nodes(self) -> list[NodeView]:
         """Every node with GPUs, allocation and power."""
@@ -267,13 +312,14 @@ class KubeAdminSource:
             raise KeyError(domain)
         value = None if cap_w is None else f"{cap_w:g}"
         body = {"metadata": {"annotations": {MANUAL_CAP_ANNOTATION: value}}}
-        self._call(
-            f"powerbudget {domain}",
+        patched = self._call(
+            f"patching powerbudget {domain}",
             lambda: self._custom.patch_cluster_custom_object(
                 API_GROUP, API_VERSION, "powerbudgets", domain, body
             ),
         )
-        self.invalidate()
+        if isinstance(patched, dict) and patched.get("metadata"):
+            self._caches["powerbudgets"].assume(patched)  # read your write: before the watch
         for view in self.power_domains():
             if view.name == domain:
                 return view
@@ -342,19 +388,8 @@ class KubeAdminSource:
 
     def _power_changes(self, policy: PolicyFile) -> list[PlacementChange]:
         """The GPU settings the policy's power section would write now (one control tick)."""
-        listers: dict[str, Callable[..., Any]] = {
-            "nodes": self._core.list_node,
-            "pods": self._core.list_pod_for_all_namespaces,
-            "gpunodes": lambda **kw: self._custom.list_cluster_custom_object(
-                API_GROUP, API_VERSION, "gpunodes", **kw
-            ),
-            "powerbudgets": lambda **kw: self._custom.list_cluster_custom_object(
-                API_GROUP, API_VERSION, "powerbudgets", **kw
-            ),
-        }
-        caches = {name: ResourceCache(name, lister) for name, lister in listers.items()}
-        for name, cache in caches.items():
-            self._call(name, cache.load_once)
+        self._ready()
+        caches = self._caches
         loop = PowerLoop(
             self._core,
             self._custom,

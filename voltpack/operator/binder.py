@@ -19,7 +19,8 @@ from voltpack.operator.conventions import (
     RANK_LABEL,
     SCHEDULER_NAME,
 )
-from voltpack.operator.kube import api_message, call_json
+from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.setup_problems import setup_log_for
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,11 @@ def record_event(
         "action": "Scheduling" if reason == "FailedScheduling" else reason,
         "count": 1,
     }
+    setup = setup_log_for(str(core.api_client.configuration.host))
     try:
         call_json(core.create_namespaced_event, meta.get("namespace") or "default", body)
     except Exception as error:
-        log.warning("event for %s not recorded: %s", meta["name"], error)
+        if status_code(error) == 404 or not setup.handle("events", error, resource="events"):
+            log.warning("event for %s not recorded: %s", meta["name"], api_message(error))
+        return
+    setup.works("events")

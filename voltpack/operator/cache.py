@@ -11,17 +11,32 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from kubernetes import watch
+from urllib3.exceptions import ProtocolError
 
-from voltpack.operator.kube import call_json, status_code
+from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.setup_problems import SetupLog
 
 log = logging.getLogger(__name__)
 
 WATCH_TIMEOUT_S = 30
 MAX_BACKOFF_S = 10.0
+
+
+class CacheListener(Protocol):
+    """Told of every change a cache takes in, from the cache's watch thread."""
+
+    def reset(self, objects: Iterable[dict[str, Any]]) -> None:
+        """The cache now holds exactly `objects` (after a list)."""
+        ...
+
+    def changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """One object was added (old None), replaced, or deleted (new None)."""
+        ...
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -33,8 +48,14 @@ def object_key(obj: dict[str, Any]) -> str:
 class ResourceCache:
     """Objects of one kind by key; `changed` is set whenever something changes."""
 
-    def __init__(self, name: str, list_function: Callable[..., Any]) -> None:
+    def __init__(
+        self, name: str, list_function: Callable[..., Any], setup: SetupLog | None = None
+    ) -> None:
+        """`setup`: where predictable setup errors (no CRD, no permission, no API server) are
+        said once; None: a log of this cache's own."""
         self.name = name
+        self._setup = setup or SetupLog()
+        self._site = f"cache {name}"
         self._list = list_function
         self._objects: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -43,6 +64,24 @@ class ResourceCache:
         self.relists = 0
         self._missing_reported = False
         self._thread: threading.Thread | None = None
+        self._listeners: list[CacheListener] = []
+        self.generation = 0
+        """Bumped on every change: a reader's memo of derived views is current while equal."""
+        self.settled = threading.Event()
+        """Set once the first list answered: synced, or the kind is not served (404)."""
+        self.last_error: BaseException | None = None
+        self.failing_since: float | None = None
+        """`time.monotonic()` of the first failure since the last successful list or event."""
+
+    def add_listener(self, listener: CacheListener) -> None:
+        """`listener` hears every change from now on (call before `start`)."""
+        self._listeners.append(listener)
+
+    def values(self) -> list[dict[str, Any]]:
+        """The cached objects themselves, not copies: read them, never change them (the watch
+        replaces an object, it never edits one, so a reader's list stays consistent)."""
+        with self._lock:
+            return list(self._objects.values())
 
     def items(self) -> list[dict[str, Any]]:
         """A copy of every cached object."""
@@ -57,13 +96,25 @@ class ResourceCache:
 
     def assume(self, obj: dict[str, Any]) -> None:
         """Record a change this process made before the watch reports it."""
+        new = copy.deepcopy(obj)
         with self._lock:
-            self._objects[object_key(obj)] = copy.deepcopy(obj)
+            old = self._objects.get(object_key(obj))
+            self._objects[object_key(obj)] = new
+            self.generation += 1
+            self._tell(old, new)
 
     def forget(self, key: str) -> None:
         """Record a deletion this process made before the watch reports it."""
         with self._lock:
-            self._objects.pop(key, None)
+            old = self._objects.pop(key, None)
+            self.generation += 1
+            if old is not None:
+                self._tell(old, None)
+
+    def _tell(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """Every listener hears one change (lock held: in order with the cache)."""
+        for listener in self._listeners:
+            listener.changed(old, new)
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Wait until the first list has completed."""
@@ -85,8 +136,14 @@ class ResourceCache:
         objects = {object_key(obj): obj for obj in reply.get("items") or []}
         with self._lock:
             self._objects = objects
+            self.generation += 1
+            for listener in self._listeners:
+                listener.reset(objects.values())
         self.relists += 1
+        self._setup.works(self._site)
+        self.failing_since = None
         self._synced.set()
+        self.settled.set()
         self.changed.set()
         return str(reply.get("metadata", {}).get("resourceVersion", ""))
 
@@ -97,27 +154,43 @@ class ResourceCache:
             try:
                 if not resource_version:
                     resource_version = self._relist()
+                    backoff_s = 0.2
                 resource_version = self._follow(resource_version, stop)
                 backoff_s = 0.2
             except Exception as error:
                 code = status_code(error)
-                if code == 410:
+                self.last_error = error
+                if code == 404:
+                    self.settled.set()  # not served: nothing of this kind, for now
+                elif self.failing_since is None:
+                    self.failing_since = time.monotonic()
+                if isinstance(error, ProtocolError):  # the stream broke: the list says why
+                    log.debug("cache %s: watch ended (%s), listing again", self.name, error)
+                elif code == 410:
                     log.info("cache %s: watch expired (410), listing again", self.name)
-                elif code == 404:
-                    if not self._missing_reported:
-                        log.info("cache %s: not served (CRD not installed?); retrying", self.name)
-                        self._missing_reported = True
-                    stop.wait(backoff_s)
-                    backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
                 else:
-                    log.warning("cache %s: %s; listing again in %.1fs", self.name, error, backoff_s)
+                    if self._setup.handle(self._site, error, resource=self.name):
+                        pass  # said once, with its fix; retried quietly
+                    elif code == 404:
+                        if not self._missing_reported:
+                            log.info("cache %s: not served; retrying", self.name)
+                            self._missing_reported = True
+                    else:
+                        log.warning(
+                            "cache %s: %s; listing again in %.1fs",
+                            self.name,
+                            api_message(error),
+                            backoff_s,
+                        )
                     stop.wait(backoff_s)
                     backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
                 resource_version = ""
 
     def _follow(self, resource_version: str, stop: threading.Event) -> str:
         """Apply watch events until the stream ends; return the last resourceVersion."""
-        watcher = watch.Watch()
+        # return_type=object: events stay plain dicts (the typed models would cost a
+        # deserialisation per event that nothing here reads)
+        watcher = watch.Watch(return_type=object)
         for event in watcher.stream(
             self._list,
             resource_version=resource_version,
@@ -137,10 +210,13 @@ class ResourceCache:
             resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
             if kind == "BOOKMARK":
                 continue
+            key = object_key(obj)
             with self._lock:
-                if kind == "DELETED":
-                    self._objects.pop(object_key(obj), None)
-                else:
-                    self._objects[object_key(obj)] = obj
+                old = self._objects.pop(key, None) if kind == "DELETED" else self._objects.get(key)
+                if kind != "DELETED":
+                    self._objects[key] = obj
+                self.generation += 1
+                self._tell(old, None if kind == "DELETED" else obj)
+            self.failing_since = None
             self.changed.set()
         return resource_version

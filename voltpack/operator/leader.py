@@ -14,7 +14,8 @@ from typing import Any
 
 from kubernetes.client import CoordinationV1Api
 
-from voltpack.operator.kube import call_json, status_code
+from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.setup_problems import SetupLog
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ class LeaderElector:
         identity: str,
         lease_duration_s: int = 15,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        setup: SetupLog | None = None,
     ) -> None:
+        """`setup`: where a missing namespace or permission is said once (None: its own log)."""
         self.api = api
         self.namespace = namespace
         self.name = name
@@ -57,6 +60,8 @@ class LeaderElector:
         self.lease_duration_s = lease_duration_s
         self.clock = clock
         self._valid_until: datetime | None = None
+        self._setup = setup or SetupLog()
+        self._site = f"lease {namespace}/{name}"
 
     def is_leader(self) -> bool:
         """True until the renew deadline (2/3 of the lease duration) after the last renewal.
@@ -73,9 +78,13 @@ class LeaderElector:
             lease = call_json(self.api.read_namespaced_lease, self.name, self.namespace)
         except Exception as error:
             if status_code(error) != 404:
-                log.warning("lease %s: cannot read: %s", self.name, error)
+                if not self._setup.handle(
+                    self._site, error, namespace=self.namespace, resource="leases"
+                ):
+                    log.warning("lease %s: cannot read: %s", self.name, api_message(error))
                 return self._lost()
             return self._create(now)
+        self._setup.works(self._site)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
         renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
@@ -96,7 +105,7 @@ class LeaderElector:
         try:
             call_json(self.api.replace_namespaced_lease, self.name, self.namespace, body)
         except Exception as error:
-            log.info("lease %s: lost the race: %s", self.name, error)
+            log.info("lease %s: lost the race: %s", self.name, api_message(error))
             return self._lost()
         return self._won(now)
 
@@ -114,7 +123,8 @@ class LeaderElector:
                 {**lease, "spec": spec},
             )
         except Exception as error:
-            log.warning("lease %s: release failed: %s", self.name, error)
+            if not self._setup.handle(self._site, error, namespace=self.namespace):
+                log.warning("lease %s: release failed: %s", self.name, api_message(error))
         self._valid_until = None
 
     def _create(self, now: datetime) -> bool:
@@ -133,11 +143,15 @@ class LeaderElector:
         try:
             call_json(self.api.create_namespaced_lease, self.namespace, body)
         except Exception as error:
-            log.info("lease %s: not created: %s", self.name, error)
+            if not self._setup.handle(
+                self._site, error, namespace=self.namespace, resource="leases"
+            ):
+                log.info("lease %s: not created: %s", self.name, api_message(error))
             return self._lost()
         return self._won(now)
 
     def _won(self, now: datetime) -> bool:
+        self._setup.works(self._site)
         self._valid_until = now + timedelta(seconds=self.lease_duration_s * RENEW_DEADLINE_SHARE)
         return True
 

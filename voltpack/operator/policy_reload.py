@@ -17,6 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from voltpack.model.errors import PolicyError
+from voltpack.operator.kube import api_message
+from voltpack.operator.setup_problems import SetupLog
 from voltpack.policies.schema import PolicyFile, parse_policy
 
 log = logging.getLogger(__name__)
@@ -34,8 +36,12 @@ class PolicyWatcher:
         name: str,
         interval_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        setup: SetupLog | None = None,
     ) -> None:
+        """`setup`: where a missing permission or API server is said once (None: its own)."""
         self._core = core
+        self._setup = setup or SetupLog()
+        self._site = f"policy ConfigMap {namespace}/{name}"
         self._namespace = namespace
         self._name = name
         self._interval_s = interval_s
@@ -51,13 +57,14 @@ class PolicyWatcher:
         self._due = now + self._interval_s
         try:
             found = self._core.read_namespaced_config_map(self._name, self._namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                log.warning("policy ConfigMap %s/%s not read: %s", self._namespace, self._name, exc)
+        except (ApiException, HTTPError, OSError) as exc:
+            quiet = isinstance(exc, ApiException) and exc.status == 404  # none applied yet
+            if not quiet and not self._setup.handle(
+                self._site, exc, namespace=self._namespace, resource="configmaps"
+            ):
+                log.warning("%s not read: %s", self._site, api_message(exc))
             return None
-        except (HTTPError, OSError) as exc:
-            log.warning("policy ConfigMap %s/%s not read: %s", self._namespace, self._name, exc)
-            return None
+        self._setup.works(self._site)
         text = (found.data or {}).get(POLICY_KEY)
         if not text or text == self._seen:
             return None

@@ -48,6 +48,7 @@ from voltpack.operator.metrics import (
 from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
+from voltpack.operator.setup_problems import served_voltpack_plurals, setup_log_for
 from voltpack.operator.topology_view import (
     GpuNodeLayouts,
     TopologyStatusWriter,
@@ -120,34 +121,42 @@ class Operator:
     ) -> None:
         """`power_clock`: Unix seconds for the power loop (injected by tests)."""
         self.config = config
+        self.setup = setup_log_for(str(api_client.configuration.host))
+        """Setup problems (no namespace, CRDs, permission, API server), each said once."""
         self.core = CoreV1Api(api_client)
-        self.nodes = ResourceCache("nodes", self.core.list_node)
-        self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces)
+        self.nodes = ResourceCache("nodes", self.core.list_node, self.setup)
+        self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces, self.setup)
         custom = CustomObjectsApi(api_client)
+        self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
-        self.jobs = ResourceCache("gpujobs", self.job_controller.list_function)
+        self.jobs = ResourceCache("gpujobs", self.job_controller.list_function, self.setup)
         self.budgets = ResourceCache(
             "powerbudgets",
             lambda **kwargs: custom.list_cluster_custom_object(
                 API_GROUP, API_VERSION, "powerbudgets", **kwargs
             ),
+            self.setup,
         )
         self.gpunodes = ResourceCache(
             "gpunodes",
             lambda **kwargs: custom.list_cluster_custom_object(
                 API_GROUP, API_VERSION, "gpunodes", **kwargs
             ),
+            self.setup,
         )
         self.queues = ResourceCache(
             "queues",
             lambda **kwargs: custom.list_cluster_custom_object(
                 API_GROUP, API_VERSION, "queues", **kwargs
             ),
+            self.setup,
         )
         self.inference = InferenceServiceController(self.core, custom)
         self.inference_services = ResourceCache("inferenceservices", self.inference.list_function)
         self.topology_writer = TopologyStatusWriter(custom)
-        self.topologies = ResourceCache("topologies", self.topology_writer.list_function)
+        self.topologies = ResourceCache(
+            "topologies", self.topology_writer.list_function, self.setup
+        )
         self._gpunode_layouts = GpuNodeLayouts()
         self.queue_writer = QueueWriter(self.core, custom, self.queues, self.pods)
         queueing = config.policy.spec.queueing
@@ -180,6 +189,7 @@ class Operator:
             config.lease_name,
             config.identity,
             config.lease_duration_s,
+            setup=self.setup,
         )
         self._strategy = make_strategy(
             config.policy.spec.scoring.strategy, config.policy.spec.scoring.params
@@ -189,7 +199,11 @@ class Operator:
         self.hetero = HeteroAllocator(allocation, config.seed) if allocation.enabled else None
         self.policy_watcher = (
             PolicyWatcher(
-                self.core, config.namespace, config.policy_configmap, config.policy_refresh_s
+                self.core,
+                config.namespace,
+                config.policy_configmap,
+                config.policy_refresh_s,
+                setup=self.setup,
             )
             if config.policy_configmap
             else None

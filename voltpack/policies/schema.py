@@ -8,6 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.names import forecaster_names
 from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
@@ -65,7 +66,9 @@ class PowerForecastSpec(_Strict):
     history store; `enabled: false` places by measured power only."""
 
     enabled: bool = Field(default=True, description="needs the operator's history store")
-    model: str = Field(default="seasonal_naive", description="a forecaster name")
+    model: str = Field(
+        default=DEFAULT_MODEL, description="a forecaster name (default: the benchmark's best)"
+    )
     horizon_s: float = Field(default=900.0, gt=0, le=86_400)
     level: float = Field(default=0.99, gt=0.5, lt=1.0)
     refresh_s: float = Field(default=300.0, gt=0)

@@ -23,6 +23,7 @@ from voltpack.model.errors import VoltpackError
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.topology import ClusterTopology
 from voltpack.model.workload import Pod, PodGroup
+from voltpack.perf.links import PerfModelError
 from voltpack.policies.topology.gpu_choice import choose_gpus
 from voltpack.scheduler.filter import explain_rejection, filter_nodes
 from voltpack.scheduler.nic_allocation import nic_for_gpus
@@ -110,16 +111,20 @@ class TopologyPlacement:
             )
         except VoltpackError as exc:
             return _refused(group, str(exc))
-        return place_gang(
-            snapshot,
-            topology,
-            group,
-            self.placer,
-            tensor_parallel=request.tensor_parallel if request is not None else 1,
-            required_level=required,
-            preferred_level=preferred,
-            step_model=step_model,
-        )
+        try:
+            return place_gang(
+                snapshot,
+                topology,
+                group,
+                self.placer,
+                tensor_parallel=request.tensor_parallel if request is not None else 1,
+                required_level=required,
+                preferred_level=preferred,
+                step_model=step_model,
+            )
+        except PerfModelError as exc:  # e.g. a GPU whose specs are not published: the gang
+            # waits with the reason, and the cycle goes on with the others
+            return _refused(group, f"its step time cannot be predicted: {exc}")
 
 
 def gang_shape(group: PodGroup) -> tuple[Pod, int] | str:

@@ -243,9 +243,19 @@ def _decide(
         )
         _record(snapshot, usage, gang, one_model, placed, now_s, plan)
         return placed
+    if not reasons:  # no GPU model the gang accepts is in the cluster: nothing to free
+        reasons.append(_no_model_reason(group))
     return decision.model_copy(
         update={"reason": f"{decision.reason}; no preemption: " + "; ".join(reasons)}
     )
+
+
+def _no_model_reason(group: PodGroup) -> str:
+    """Why preemption cannot help a gang whose accepted GPU models no node has."""
+    wanted = sorted({m for pod in group.pods if pod.num_gpu for m in pod.gpu_models})
+    if wanted:
+        return f"no node has a GPU of a model it accepts ({', '.join(wanted)})"
+    return "no node has GPUs"
 
 
 def _place_by_allocation(

@@ -6,11 +6,21 @@ import csv
 import statistics
 from pathlib import Path
 
+from voltpack.model.cluster import Node
 from voltpack.model.data_files import DATA_DIR_ENV, data_dir_candidates, find_data_dir
 from voltpack.model.errors import VoltpackError
+from voltpack.sim.traces.alibaba_spot import INVENTORY_FILE, load_spot_nodes
+from voltpack.sim.traces.openb import load_nodes
 
 OPENB_NODES = "openb_node_list_gpu_node.csv"
 OPENB_DEFAULT_PODS = "openb_pod_list_default.csv"
+INVENTORIES = {
+    "openb": "openb's 2023 cluster: 1,213 nodes, 6,212 GPUs (T4, P100, V100, A10, G2, G3)",
+    "alibaba-spot-2026": "Alibaba's 2026 spot-GPU cluster: 4,278 nodes, 10,412 GPUs (A10, "
+    "A100-SXM4-80GB, H800, A800-SXM4-80GB, GPU-series-1/2)",
+}
+"""Cluster inventories the emulator can serve, by name (`voltpack emulator --inventory`)."""
+DEFAULT_INVENTORY = "openb"
 
 FGD_PAPER_POLICY = {
     "random": "01-Random",
@@ -38,6 +48,15 @@ def data_dir() -> Path:
 def openb_dir() -> Path:
     """The folder of the openb trace files."""
     return data_dir() / "openb"
+
+
+def inventory_nodes(name: str) -> list[Node]:
+    """The nodes of a shipped inventory (`INVENTORIES`), empty."""
+    if name == "openb":
+        return load_nodes(openb_dir() / OPENB_NODES)
+    if name == "alibaba-spot-2026":
+        return load_spot_nodes(data_dir() / "alibaba-spot-2026" / INVENTORY_FILE)
+    raise VoltpackError(f"inventory: {name!r} is not one of {', '.join(sorted(INVENTORIES))}")
 
 
 def fgd_paper_allocation_pct(

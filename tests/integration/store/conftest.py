@@ -30,7 +30,7 @@ def postgres_server() -> Iterator[TemporaryPostgres]:
     try:
         server = TemporaryPostgres()
     except PostgresNotFoundError as error:
-        missing_service(f"PostgreSQL: {error}")
+        missing_service("PostgreSQL", str(error))
     try:
         server.start()
         yield server

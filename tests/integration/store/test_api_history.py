@@ -24,6 +24,7 @@ from voltpack.api.auth import StaticTokens
 from voltpack.api.simulations import SimulationRunner
 from voltpack.api.store_history import StoreHistory
 from voltpack.emulator import RunningEmulator
+from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
@@ -47,7 +48,7 @@ def make_app(kube: client.ApiClient, store: BufferedStore, tmp_path: Path) -> An
     tokens_file.write_text("admin-token,ada,admin\n")
     tokens = StaticTokens.from_file(tokens_file)
     path = example_policy_path("fgd")
-    source = KubeAdminSource(kube, load_policy(path), path.read_text(), ttl_s=0.0)
+    source = KubeAdminSource(kube, load_policy(path), path.read_text())
     return create_app(
         ApiDependencies(
             cluster=source,
@@ -272,6 +273,7 @@ def test_a_domains_power_forecast_comes_from_its_stored_history(rig: Rig) -> Non
     answer = httpx.get(url, headers=ADMIN, params={"horizon_s": 7200, "level": 0.99}, timeout=60)
     assert answer.status_code == 200, answer.text
     view = answer.json()
+    assert view["model"] == DEFAULT_MODEL  # the same default as the CLI's and the operator's
     assert view["budget_w"] == 260_000 and view["step_s"] == 60.0
     assert len(view["power_w"]) == 120 and view["quantiles"][-1] == 0.99
     phase = (view["start_s"] - start) / 86_400

@@ -97,9 +97,10 @@ def step_model_for_group(
     """The step-time model of a gang whose topology request names a training model.
 
     Parallelism: the request's tensor and pipeline degrees, data parallelism the rest of the
-    gang's GPUs. GPU: the one model the pods accept, else the most common GPU model of the
-    cluster. None when the request names no model; a model, GPU or parallelism the perf models
-    do not know raises their error (the gang then waits with it as the reason).
+    gang's GPUs. GPU: the one model the pods accept, else the most common (by nodes) of the
+    models they accept, else of the cluster's. None when the request names no model; a model,
+    GPU or parallelism the perf models do not know raises their error (the gang then waits
+    with it as the reason).
     """
     request = group.topology
     if request is None or request.model is None:
@@ -120,7 +121,14 @@ def step_model_for_group(
         gpu_model = accepted[0]
     else:
         present = snapshot.node_gpu_model[snapshot.node_gpu_model >= 0]
+        if accepted:
+            wanted = {m.casefold() for m in accepted}
+            indices = [i for i, m in enumerate(snapshot.gpu_models) if m.casefold() in wanted]
+            present = present[np.isin(present, indices)]
         if present.size == 0:
-            raise PerfModelError(f"gang {group.name}: the cluster has no GPU nodes")
+            raise PerfModelError(
+                f"gang {group.name}: no node has a GPU model it accepts "
+                f"({', '.join(accepted) or 'any'})"
+            )
         gpu_model = snapshot.gpu_models[int(np.bincount(present).argmax())]
     return TopologyStepModel(topology, model, parallelism, default_catalog().get(gpu_model))
