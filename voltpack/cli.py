@@ -34,6 +34,7 @@ from voltpack.model.errors import ForecastError, VoltpackError
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.connect import api_client
 from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.operator.inference_admin import KubeInferenceSource
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.perf.throughput_table import load_gavel_throughputs
 from voltpack.policies.fair_share import ordering_summaries
@@ -466,7 +467,13 @@ def api(
         client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
     )
     source.start()  # list and watch from now on: the first request finds the caches filled
-    deps = ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
+    deps = ApiDependencies(
+        cluster=source,
+        policies=source,
+        authenticator=auth,
+        authorizer=auth,
+        inference=KubeInferenceSource(client),
+    )
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

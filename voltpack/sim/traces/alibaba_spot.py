@@ -14,7 +14,7 @@ from pathlib import Path
 
 from voltpack.model.cluster import Node
 from voltpack.model.errors import TraceFormatError
-from voltpack.sim.traces.csv_rows import csv_rows
+from voltpack.model.csv_rows import csv_rows
 
 INVENTORY_FILE = "node_info_df.csv"
 COLUMNS = ("gpu_model", "gpu_capacity_num", "cpu_num", "node_name")
