@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from voltpack.model.cluster import Node
-from voltpack.model.errors import TraceFormatError
 from voltpack.model.csv_rows import csv_rows
+from voltpack.model.errors import TraceFormatError
 
 INVENTORY_FILE = "node_info_df.csv"
 COLUMNS = ("gpu_model", "gpu_capacity_num", "cpu_num", "node_name")
