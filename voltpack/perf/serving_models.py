@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voltpack.model.text_files import read_user_text
 from voltpack.perf.links import PerfModelError
-from voltpack.perf.yaml_catalog import NamedCatalog, parse_yaml_file
+from voltpack.perf.yaml_catalog import ModelCatalogFile
 
 BYTES_PER_GIB = 1024**3
 
@@ -78,21 +76,12 @@ class _CatalogFile(BaseModel):
     models: list[ServingModel]
 
 
-class ServingModelCatalog(NamedCatalog[ServingModel]):
+class ServingModelCatalog(ModelCatalogFile[ServingModel]):
     """Look-up of serving models by name (case-insensitive)."""
 
-    def __init__(self, models: list[ServingModel]) -> None:
-        super().__init__(models, "serving model", PerfModelError)
-
-    @classmethod
-    def from_yaml(cls, path: Path) -> ServingModelCatalog:
-        """Load a catalog file; raise PerfModelError naming the file and the bad field."""
-        return cls.parse(read_user_text(path, "serving-model catalog", PerfModelError), str(path))
-
-    @classmethod
-    def parse(cls, text: str, origin: str) -> ServingModelCatalog:
-        """Parse catalog YAML `text`; `origin` names it in error messages."""
-        return cls(parse_yaml_file(text, origin, _CatalogFile, PerfModelError).models)
+    file_model = _CatalogFile
+    kind = "serving model"
+    error = PerfModelError
 
 
 @cache

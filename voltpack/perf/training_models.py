@@ -10,14 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voltpack.model.text_files import read_user_text
 from voltpack.perf.links import PerfModelError
-from voltpack.perf.yaml_catalog import NamedCatalog, parse_yaml_file
+from voltpack.perf.yaml_catalog import ModelCatalogFile
 
 __all__ = [
     "Parallelism",
@@ -152,26 +150,17 @@ class _CatalogFile(BaseModel):
     models: list[TrainingModel]
 
 
-class TrainingModelCatalog(NamedCatalog[TrainingModel]):
+class TrainingModelCatalog(ModelCatalogFile[TrainingModel]):
     """Look-up of training models by name (case-insensitive)."""
 
-    def __init__(self, models: list[TrainingModel]) -> None:
-        super().__init__(models, "training model", PerfModelError)
+    file_model = _CatalogFile
+    kind = "training model"
+    error = PerfModelError
 
     @property
     def models(self) -> list[TrainingModel]:
         """All models in catalog order."""
         return self.entries
-
-    @classmethod
-    def from_yaml(cls, path: Path) -> TrainingModelCatalog:
-        """Load a catalog file; raise PerfModelError naming the file and the bad field."""
-        return cls.parse(read_user_text(path, "training-model catalog", PerfModelError), str(path))
-
-    @classmethod
-    def parse(cls, text: str, origin: str) -> TrainingModelCatalog:
-        """Parse catalog YAML `text`; `origin` names it in error messages."""
-        return cls(parse_yaml_file(text, origin, _CatalogFile, PerfModelError).models)
 
 
 @cache

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Generic, Protocol, TypeVar
+from pathlib import Path
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
+from voltpack.model.errors import VoltpackError
+from voltpack.model.text_files import read_user_text
 
 FileT = TypeVar("FileT", bound=BaseModel)
 
@@ -62,3 +66,26 @@ class NamedCatalog(Generic[EntryT]):
         except KeyError:
             known = ", ".join(entry.name for entry in self._entries)
             raise self._error(f"unknown {self._kind} {name!r}; known models: {known}") from None
+
+
+class ModelCatalogFile(NamedCatalog[EntryT]):
+    """A NamedCatalog read from a YAML file of `models`; subclasses name the file's pydantic
+    model, what the catalog is called in messages and the error it raises."""
+
+    file_model: ClassVar[type[BaseModel]]
+    kind: ClassVar[str]
+    error: ClassVar[type[VoltpackError]]
+
+    def __init__(self, models: list[EntryT]) -> None:
+        super().__init__(models, self.kind, self.error)
+
+    @classmethod
+    def from_yaml(cls, path: Path) -> Self:
+        """Load a catalog file; raise the catalog's error naming the file and the bad field."""
+        return cls.parse(read_user_text(path, f"{cls.kind} catalog", cls.error), str(path))
+
+    @classmethod
+    def parse(cls, text: str, origin: str) -> Self:
+        """Parse catalog YAML `text`; `origin` names it in error messages."""
+        parsed = parse_yaml_file(text, origin, cls.file_model, cls.error)
+        return cls(list(parsed.models))  # type: ignore[attr-defined]

@@ -24,9 +24,10 @@ from voltpack.policies.inference.mix_planner import (
     PlanRequest,
     allowed_profiles,
     capacity_tables,
-    solver_notes,
+    finished_plan,
+    replica_group,
 )
-from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
+from voltpack.policies.inference.plan import ServingPlan
 
 
 def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
@@ -95,30 +96,9 @@ def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
         for column, (b, _s, cc) in enumerate(assignment):
             if cc == c and solution[column] > 0.5:
                 rates[b] = rates.get(b, 0.0) + float(slice_rate[b])
-        option = options[c]
-        groups.append(
-            ReplicaGroup(
-                profile=option.profile,
-                role="unified",
-                replicas=replicas,
-                price_per_gpu_hour=option.price_per_hour / option.profile.gpus,
-                bucket_rates_per_s=rates,
-                capacity_per_s={b: float(capacity[c, b]) for b in rates},
-                max_batch=option.settings.max_batch,
-                prefill_chunk_tokens=option.settings.prefill_chunk_tokens,
-            )
-        )
-    return ServingPlan(
-        model=request.model,
-        slo=request.slo,
-        rate_per_s=request.rate_per_s,
-        mix=request.mix,
-        groups=tuple(groups),
-        formulation="melange",
-        solve_s=time.perf_counter() - started,
-        notes=solver_notes(result),
-        optimality_gap=float(getattr(result, "mip_gap", 0.0) or 0.0),
-    )
+        capacities = {b: float(capacity[c, b]) for b in rates}
+        groups.append(replica_group(options[c], "unified", replicas, rates, capacities))
+    return finished_plan(request, groups, "melange", started, result)
 
 
 def melange_plan(request: PlanRequest, book: ProfileBook | None = None) -> ServingPlan:

@@ -365,19 +365,39 @@ def solve_plan(
             for (r, b, oo), column in model.slice_columns.items()
             if r == role and oo == o and solution[column] > 1e-9
         }
-        option = tables.options[role][o]
-        groups.append(
-            ReplicaGroup(
-                profile=option.profile,
-                role=role,
-                replicas=replicas,
-                price_per_gpu_hour=option.price_per_hour / option.profile.gpus,
-                bucket_rates_per_s=rates,
-                capacity_per_s={b: float(tables.capacity[role][o, b]) for b in rates},
-                max_batch=option.settings.max_batch,
-                prefill_chunk_tokens=option.settings.prefill_chunk_tokens,
-            )
-        )
+        capacity = {b: float(tables.capacity[role][o, b]) for b in rates}
+        groups.append(replica_group(tables.options[role][o], role, replicas, rates, capacity))
+    return finished_plan(request, groups, formulation, started, result)
+
+
+def replica_group(
+    option: ReplicaOption,
+    role: Role,
+    replicas: int,
+    rates: dict[int, float],
+    capacity: dict[int, float],
+) -> ReplicaGroup:
+    """A plan's group of `replicas` replicas of `option` in `role`."""
+    return ReplicaGroup(
+        profile=option.profile,
+        role=role,
+        replicas=replicas,
+        price_per_gpu_hour=option.price_per_hour / option.profile.gpus,
+        bucket_rates_per_s=rates,
+        capacity_per_s=capacity,
+        max_batch=option.settings.max_batch,
+        prefill_chunk_tokens=option.settings.prefill_chunk_tokens,
+    )
+
+
+def finished_plan(
+    request: PlanRequest,
+    groups: Sequence[ReplicaGroup],
+    formulation: str,
+    started_s: float,
+    result: OptimizeResult,
+) -> ServingPlan:
+    """The plan a solve produced, with its solve time and how the solver ended."""
     return ServingPlan(
         model=request.model,
         slo=request.slo,
@@ -385,7 +405,7 @@ def solve_plan(
         mix=request.mix,
         groups=tuple(groups),
         formulation=formulation,
-        solve_s=time.perf_counter() - started,
+        solve_s=time.perf_counter() - started_s,
         notes=solver_notes(result),
         optimality_gap=float(getattr(result, "mip_gap", 0.0) or 0.0),
     )
