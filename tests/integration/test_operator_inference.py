@@ -413,7 +413,7 @@ def test_the_admin_api_serves_the_services_and_their_plans(
     token_file.write_text("tok-viewer,viewer-user,viewer\n")
     tokens = StaticTokens.from_file(token_file)
     kube = client.ApiClient(client.Configuration(host=emulator.url))
-    source = KubeAdminSource(kube, policy_for_strategy("best-fit"), "", ttl_s=0.0)
+    source = KubeAdminSource(kube, policy_for_strategy("best-fit"), "")
     app = create_app(
         ApiDependencies(
             cluster=source,

@@ -189,6 +189,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.api_client = SimpleNamespace(configuration=SimpleNamespace(host="http://recorder"))
 
     def __getattr__(self, name: str) -> Any:
         def call(*args: Any, **_: Any) -> Any:

@@ -152,7 +152,9 @@ class Operator:
             self.setup,
         )
         self.inference = InferenceServiceController(self.core, custom)
-        self.inference_services = ResourceCache("inferenceservices", self.inference.list_function)
+        self.inference_services = ResourceCache(
+            "inferenceservices", self.inference.list_function, self.setup
+        )
         self.topology_writer = TopologyStatusWriter(custom)
         self.topologies = ResourceCache(
             "topologies", self.topology_writer.list_function, self.setup
