@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from _common import save
+from _common import free_port, save
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -42,12 +41,6 @@ CPU_GOAL_PCT = 2.0
 P99_GOAL_MS = 20.0
 READY_TIMEOUT_S = 30.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

@@ -39,11 +39,9 @@ from __future__ import annotations
 import argparse
 import random
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,9 +49,8 @@ from typing import Any
 
 import httpx
 import numpy as np
-from _common import save
+from _common import save, start_emulator_with_nodes
 from kubernetes import client
-from operator_throughput import free_port
 from store_queries import JOBS, fill
 
 from voltpack.api.app import ApiDependencies, create_app
@@ -75,28 +72,11 @@ CHANGING_PAUSE_S = 0.01
 
 def start_emulator(node_count: int, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     """`voltpack emulator` in a subprocess with `node_count` eight-GPU nodes."""
-    nodes = folder / f"nodes-{node_count}.csv"
     rows = [
         f"gpu-{i:05d},96000,1000000,{GPUS_PER_NODE},{'A100' if i % 2 else 'H100'}"
         for i in range(node_count)
     ]
-    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "\n".join(rows) + "\n")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "voltpack", "emulator", "--port", str(port), "--nodes", str(nodes)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/version", timeout=2).read()
-            return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"the emulator did not start on {url}")
+    return start_emulator_with_nodes(folder / f"nodes-{node_count}.csv", rows)
 
 
 def pod(name: str, node: str | None, gpus: int, group: str | None = None) -> dict[str, Any]:

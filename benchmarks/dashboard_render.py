@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,18 +21,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from _common import free_port
 from matplotlib.figure import Figure
 
 from voltpack.telemetry.agent import start_agent
 from voltpack.telemetry.simulated import SimulatedBackend
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "power-dashboard.png"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def query_range(url: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:

@@ -13,16 +13,13 @@ Usage: python benchmarks/operator_throughput.py [--nodes 1000,5000] [--pods 1000
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
-from _common import save
+from _common import save, start_emulator_with_nodes
 from kubernetes import client
 
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -32,33 +29,10 @@ GOAL_PODS_PER_S = 180.0
 ANCHORS = {"kube-scheduler, 5,000 nodes": 680.0, "kube-scheduler, extended resources": 180.0}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_emulator(node_count: int, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     """`voltpack emulator` in a subprocess with `node_count` 16-GPU nodes."""
-    nodes = folder / f"nodes-{node_count}.csv"
     rows = [f"bench-node-{i:05d},96000,1536000,16,V100M32" for i in range(node_count)]
-    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "\n".join(rows) + "\n")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "voltpack", "emulator", "--port", str(port), "--nodes", str(nodes)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/version", timeout=2).read()
-            return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"the emulator did not start on {url}")
+    return start_emulator_with_nodes(folder / f"nodes-{node_count}.csv", rows, timeout_s=120)
 
 
 def pod(index: int) -> dict[str, object]:
