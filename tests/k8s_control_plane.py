@@ -1,0 +1,303 @@
+"""A real Kubernetes control plane for the tests: etcd + kube-apiserver (+ kwok) on loopback.
+
+The binaries are the ones `make k8s` builds from the Go module proxy into `.tools/k8s/bin`
+(or the folder named by VOLTPACK_K8S_BIN). `running_control_plane()` starts them on free
+127.0.0.1 ports with everything in a temporary folder, waits until the apiserver's `/readyz`
+answers ok, yields a `ControlPlane` (URL, admin token, CA file, kubeconfig) and stops them all.
+
+    with running_control_plane() as plane:
+        core = kubernetes.client.CoreV1Api(plane.api_client())
+
+The apiserver authenticates with a static token file (one admin in `system:masters`) and
+authorizes with RBAC, so a test can also prove what a ServiceAccount may do. No
+controller-manager runs: nothing creates default ServiceAccounts (the ServiceAccount admission
+plugin is off), finishes a namespace's deletion or garbage-collects. kwok, when asked for, turns
+Nodes the test creates with the annotation `KWOK_NODE_ANNOTATION` Ready and runs their pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[1]
+BIN_DIR_ENV = "VOLTPACK_K8S_BIN"
+DEFAULT_BIN_DIR = REPO / ".tools" / "k8s" / "bin"
+KWOK_STAGES = Path(__file__).with_name("kwok_stages.yaml")
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+"""kwok manages the Nodes annotated `kwok.x-k8s.io/node: fake`."""
+ADMIN_USER = "voltpack-admin"
+START_TIMEOUT_S = 90.0
+BUILD_HINT = "run `make k8s` (builds them from the Go module proxy, ~minutes)"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not start; the message carries the failing log's tail."""
+
+
+def bin_dir() -> Path:
+    return Path(os.environ.get(BIN_DIR_ENV) or DEFAULT_BIN_DIR)
+
+
+def missing_binaries(*, kwok: bool = False) -> list[str]:
+    """The binaries `running_control_plane` needs that are not built (empty when all are)."""
+    names = ["etcd", "kube-apiserver"] + (["kwok"] if kwok else [])
+    return [name for name in names if not os.access(bin_dir() / name, os.X_OK)]
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane: where it listens and how to authenticate as its admin."""
+
+    url: str
+    """https://127.0.0.1:PORT of kube-apiserver."""
+    token: str
+    """Bearer token of `ADMIN_USER` (group system:masters)."""
+    ca_file: Path
+    """The apiserver's self-signed serving certificate (with its CA), to verify TLS."""
+    kubeconfig: Path
+    etcd_url: str
+    workdir: Path
+    logs: dict[str, Path] = field(default_factory=dict)
+
+    def configuration(self) -> client.Configuration:
+        configuration = client.Configuration(host=self.url)
+        configuration.api_key = {"authorization": self.token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        configuration.ssl_ca_cert = str(self.ca_file)
+        return configuration
+
+    def api_client(self) -> client.ApiClient:
+        return client.ApiClient(self.configuration())
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        path = self.logs.get(name)
+        if path is None or not path.exists():
+            return f"(no {name} log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the OS picks it; a race with other binders is unlikely)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _service_account_key(path: Path) -> None:
+    """An RSA key that signs (and, as its own public half, verifies) ServiceAccount tokens."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ControlPlaneError("openssl is needed to make the ServiceAccount signing key")
+    subprocess.run(
+        [openssl, "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+         "-out", str(path)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+
+
+def _kubeconfig(url: str, ca_file: Path, token: str) -> str:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "real", "cluster": {"server": url, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "contexts": [{"name": "real", "context": {"cluster": "real", "user": ADMIN_USER}}],
+        "current-context": "real",
+    }
+    return json.dumps(config, indent=2)  # JSON is YAML: kubectl and kwok read it
+
+
+class _Processes:
+    """The started processes, each with its log file; stopped in reverse order."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.running: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
+        self.logs: dict[str, Path] = {}
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log_path = self.workdir / f"{name}.log"
+        log = log_path.open("wb")
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir
+        )
+        self.running.append((name, process, log))
+        self.logs[name] = log_path
+        return process
+
+    def check_alive(self) -> None:
+        for name, process, _ in self.running:
+            if process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with status {process.returncode}:\n{self.tail(name)}"
+                )
+
+    def tail(self, name: str, lines: int = 40) -> str:
+        text = self.logs[name].read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        for _, process, log in reversed(self.running):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=15)
+            log.close()
+        self.running.clear()
+
+
+def _wait(
+    what: str, processes: _Processes, probe: Callable[[], str | None], timeout_s: float
+) -> None:
+    """Polls `probe` (None when ready, else why not) until ready, a process dies, or time is up."""
+    deadline = time.monotonic() + timeout_s
+    why = "not probed"
+    while time.monotonic() < deadline:
+        processes.check_alive()
+        reason = probe()
+        if reason is None:
+            return
+        why = reason
+        time.sleep(0.2)
+    names = ", ".join(name for name, _, _ in processes.running)
+    tails = "\n".join(f"--- {name}:\n{processes.tail(name)}" for name, _, _ in processes.running)
+    raise ControlPlaneError(
+        f"{what} not ready after {timeout_s:.0f} s ({why}); logs of {names}:\n{tails}"
+    )
+
+
+def _get(
+    url: str, *, token: str | None = None, context: ssl.SSLContext | None = None
+) -> str | None:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            body: bytes = response.read()
+    except urllib.error.HTTPError as error:
+        return f"HTTP {error.code}: {error.read().decode(errors='replace')[:300]}"
+    except (OSError, ssl.SSLError) as error:
+        return str(error)
+    return body.decode(errors="replace")
+
+
+@contextlib.contextmanager
+def running_control_plane(
+    *, kwok: bool = False, extra_apiserver_args: tuple[str, ...] = ()
+) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver (and kwok when asked) on free loopback ports, stopped on exit."""
+    missing = missing_binaries(kwok=kwok)
+    if missing:
+        raise ControlPlaneError(f"not built in {bin_dir()}: {', '.join(missing)}; {BUILD_HINT}")
+    binaries = bin_dir()
+    with tempfile.TemporaryDirectory(prefix="voltpack-k8s-") as tmp:
+        workdir = Path(tmp)
+        processes = _Processes(workdir)
+        try:
+            yield _start(binaries, workdir, processes, kwok=kwok, extra=extra_apiserver_args)
+        finally:
+            processes.stop()
+
+
+def _start(
+    binaries: Path, workdir: Path, processes: _Processes, *, kwok: bool, extra: tuple[str, ...]
+) -> ControlPlane:
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    peer_url = f"http://127.0.0.1:{peer_port}"
+    processes.start("etcd", [
+        str(binaries / "etcd"), "--name", "voltpack-test", "--data-dir", str(workdir / "etcd"),
+        "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+        "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+        "--initial-cluster", f"voltpack-test={peer_url}", "--listen-metrics-urls", "",
+        "--unsafe-no-fsync", "--log-level", "warn",
+    ])  # fmt: skip
+    _wait("etcd", processes, lambda: _etcd_health(etcd_url), START_TIMEOUT_S)
+
+    token = secrets.token_hex(16)
+    tokens = workdir / "tokens.csv"
+    tokens.write_text(f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+    sa_key = workdir / "service-account.key"
+    _service_account_key(sa_key)
+    cert_dir = workdir / "certs"
+    url = f"https://127.0.0.1:{api_port}"
+    processes.start("kube-apiserver", [
+        str(binaries / "kube-apiserver"),
+        "--etcd-servers", etcd_url,
+        "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+        "--secure-port", str(api_port), "--cert-dir", str(cert_dir),
+        "--token-auth-file", str(tokens), "--authorization-mode", "RBAC",
+        "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+        "--service-account-key-file", str(sa_key),
+        "--service-account-signing-key-file", str(sa_key),
+        "--service-cluster-ip-range", "10.0.0.0/24",
+        # no controller-manager creates the `default` ServiceAccount that this plugin demands
+        "--disable-admission-plugins", "ServiceAccount",
+        "--profiling=false",
+        *extra,
+    ])  # fmt: skip
+    ca_file = cert_dir / "apiserver.crt"
+    _wait(
+        "kube-apiserver /readyz", processes, lambda: _readyz(url, token, ca_file), START_TIMEOUT_S
+    )
+
+    kubeconfig = workdir / "kubeconfig"
+    kubeconfig.write_text(_kubeconfig(url, ca_file, token))
+    plane = ControlPlane(
+        url=url, token=token, ca_file=ca_file, kubeconfig=kubeconfig, etcd_url=etcd_url,
+        workdir=workdir, logs=processes.logs,
+    )  # fmt: skip
+    if kwok:
+        kwok_port = free_port()
+        processes.start("kwok", [
+            str(binaries / "kwok"), "--config", str(KWOK_STAGES), "--kubeconfig", str(kubeconfig),
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector", f"{KWOK_NODE_ANNOTATION}=fake",
+            "--server-address", f"127.0.0.1:{kwok_port}",
+        ])  # fmt: skip
+        _wait("kwok /healthz", processes, lambda: _ok(_get(f"http://127.0.0.1:{kwok_port}/healthz")),
+              START_TIMEOUT_S)  # fmt: skip
+    return plane
+
+
+def _ok(body: str | None) -> str | None:
+    return None if body is not None and body.strip() == "ok" else (body or "no answer")
+
+
+def _etcd_health(etcd_url: str) -> str | None:
+    body = _get(f"{etcd_url}/health")
+    try:
+        healthy = body is not None and json.loads(body).get("health") == "true"
+    except ValueError:
+        healthy = False
+    return None if healthy else (body or "no answer")
+
+
+def _readyz(url: str, token: str, ca_file: Path) -> str | None:
+    if not ca_file.exists():
+        return f"{ca_file} not written yet"
+    context = ssl.create_default_context(cafile=str(ca_file))
+    return _ok(_get(f"{url}/readyz", token=token, context=context))
