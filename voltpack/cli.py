@@ -83,8 +83,10 @@ DEMO_POLICIES = (
     "gpu-packing",
     "best-fit",
     "fgd-paper",
+    "fgd",
 )
-"""Example policies (`voltpack/policies/examples/<name>.yaml`) that `voltpack demo` compares."""
+"""Example policies (`voltpack/policies/examples/<name>.yaml`) that `voltpack demo` compares: the
+FGD paper's baselines, the paper's FGD, and voltpack's shipped default (`fgd`) beside it."""
 
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "policies" / "examples"
@@ -286,6 +288,7 @@ def _live_cluster(folder: Path, pod_count: int, wall_s: float) -> None:
     summary = Table("live replay", "value", title="Operator + emulator")
     for key, value in figures.items():
         summary.add_row(key.replace("_", " "), str(value))
+    console.print()  # the live table ends without a newline: start the summary on its own line
     console.print(summary)
 
 
