@@ -22,8 +22,14 @@ from pathlib import Path
 from _common import save, start_emulator_with_nodes
 from kubernetes import client
 
+from voltpack.model.errors import PolicyError
 from voltpack.operator.runner import Operator, OperatorConfig
-from voltpack.policies.schema import policy_for_strategy
+from voltpack.policies.schema import (
+    PolicyFile,
+    example_policy_path,
+    load_policy,
+    policy_for_strategy,
+)
 
 GOAL_PODS_PER_S = 180.0
 ANCHORS = {"kube-scheduler, 5,000 nodes": 680.0, "kube-scheduler, extended resources": 180.0}
@@ -56,6 +62,14 @@ def pod(index: int) -> dict[str, object]:
     }
 
 
+def policy_named(name: str) -> PolicyFile:
+    """An example policy (`voltpack/policies/examples/<name>.yaml`), else a bare strategy."""
+    try:
+        return load_policy(example_policy_path(name))
+    except PolicyError:
+        return policy_for_strategy(name)
+
+
 def measure(node_count: int, pod_count: int, strategy: str, folder: Path) -> dict[str, float]:
     """Create the pods, start an operator, time until all are bound."""
     process, url = start_emulator(node_count, folder)
@@ -68,7 +82,7 @@ def measure(node_count: int, pod_count: int, strategy: str, folder: Path) -> dic
             core.create_namespaced_pod("default", pod(index), _preload_content=False)
         create_s = time.perf_counter() - started
         config = OperatorConfig(
-            policy=policy_for_strategy(strategy), identity="bench", cycle_interval_s=0.05
+            policy=policy_named(strategy), identity="bench", cycle_interval_s=0.05
         )
         operator = Operator(api, config)
         stop = threading.Event()
@@ -100,7 +114,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="1000,5000")
     parser.add_argument("--pods", type=int, default=10_000)
-    parser.add_argument("--strategy", default="best-fit")
+    parser.add_argument(
+        "--strategy",
+        default="fgd",
+        help="an example policy name (default: fgd, the operator's shipped default) or a strategy",
+    )
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as folder:
