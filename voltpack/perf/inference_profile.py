@@ -459,11 +459,6 @@ class ProfileBook:
             self._decodes.setdefault(point.key, []).append(point)
         self.pooled_power = fit_power_ratios(self.points) or DEFAULT_POWER
 
-    @property
-    def measured_keys(self) -> list[ProfileKey]:
-        """The measured configurations, in file order."""
-        return list(self._decodes)
-
     def excluded_settings(self) -> list[ExcludedSetting]:
         """Measured prefill settings left out of every fit, with the reason."""
         return list(self.excluded)

@@ -123,19 +123,6 @@ class ReplicaSettings:
     (the residual size a newcomer waits behind); None = each bucket's own mean prompt."""
 
 
-def worst_iteration_s(
-    profile: ServingProfile, settings: ReplicaSettings, context_per_sequence: float
-) -> float:
-    """The longest iteration a replica with `settings` runs: a full batch plus a full chunk."""
-    chunk = float(settings.prefill_chunk_tokens or 0)
-    batch = float(settings.max_batch)
-    return float(
-        profile.mixed_step_s(
-            np.array([batch]), np.array([batch * context_per_sequence]), np.array([chunk])
-        )[0]
-    )
-
-
 def batch_cap(
     profile: ServingProfile,
     slo: ServingSlo,

@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from voltpack.perf.links import PerfModelError
 from voltpack.perf.yaml_catalog import ModelCatalogFile
 
-BYTES_PER_GIB = 1024**3
-
 
 class ServingModel(BaseModel):
     """One decoder-only LLM as an inference server holds it (16-bit weights by default)."""
@@ -56,13 +54,6 @@ class ServingModel(BaseModel):
         """Bytes of key and value cache one token holds, over all layers."""
         head_dim = self.hidden_size / self.attention_heads
         return 2.0 * self.layers * self.kv_heads * head_dim * self.bytes_per_parameter
-
-    def prefill_flops(self, prompt_tokens: float, sequences: float = 1.0) -> float:
-        """FLOPs to prefill `sequences` prompts of `prompt_tokens` each: 2 per parameter per
-        token, plus causal attention (2 x layers x hidden x tokens^2 per sequence)."""
-        linear = 2.0 * self.parameters * prompt_tokens * sequences
-        attention = 2.0 * self.layers * self.hidden_size * prompt_tokens**2 * sequences
-        return linear + attention
 
     def supports_tensor_parallel(self, degree: int) -> bool:
         """Whether the heads split evenly over `degree` GPUs."""
