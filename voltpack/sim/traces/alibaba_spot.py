@@ -15,22 +15,12 @@ from pathlib import Path
 from voltpack.model.cluster import Node
 from voltpack.model.csv_rows import csv_rows
 from voltpack.model.errors import TraceFormatError
+from voltpack.sim.traces.openb import count_field
 
 INVENTORY_FILE = "node_info_df.csv"
 COLUMNS = ("gpu_model", "gpu_capacity_num", "cpu_num", "node_name")
 MEMORY_MIB_PER_VCPU = 8 * 1024
 """Assumed: the dataset has no memory column (see the module docstring)."""
-
-
-def _count(path: Path, line: int, row: dict[str, str], field: str) -> int:
-    text = (row.get(field) or "").strip()
-    try:
-        value = int(text)
-    except ValueError:
-        raise TraceFormatError(f"{path}:{line}: field {field}={text!r} is not an integer") from None
-    if value < 0:
-        raise TraceFormatError(f"{path}:{line}: field {field}={value} must not be negative")
-    return value
 
 
 def node_name(number: str) -> str:
@@ -50,11 +40,11 @@ def load_spot_nodes(path: Path) -> list[Node]:
         if name in seen:
             raise TraceFormatError(f"{path}:{line}: field node_name={number!r} repeats a node")
         seen.add(name)
-        gpus = _count(path, line, row, "gpu_capacity_num")
+        gpus = count_field(path, line, row, "gpu_capacity_num")
         model = row["gpu_model"].strip() or None
         if gpus and model is None:
             raise TraceFormatError(f"{path}:{line}: field gpu_model is empty but GPUs={gpus}")
-        vcpus = _count(path, line, row, "cpu_num")
+        vcpus = count_field(path, line, row, "cpu_num")
         nodes.append(
             Node.empty(
                 name=name,

@@ -20,7 +20,8 @@ NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
-def _int_field(path: Path, line: int, row: dict[str, str], field: str) -> int:
+def count_field(path: Path, line: int, row: dict[str, str], field: str) -> int:
+    """A row's field as a whole number >= 0; TraceFormatError naming file, line and field."""
     text = (row.get(field) or "").strip()
     try:
         value = int(text)
@@ -52,15 +53,15 @@ def load_nodes(path: Path) -> list[Node]:
         if name in seen:
             raise TraceFormatError(f"{path}:{line}: field sn={name!r} repeats an earlier node")
         seen.add(name)
-        gpu_count = _int_field(path, line, row, "gpu")
+        gpu_count = count_field(path, line, row, "gpu")
         model = row["model"].strip() or None
         if gpu_count and model is None:
             raise TraceFormatError(f"{path}:{line}: field model is empty but gpu={gpu_count}")
         nodes.append(
             Node.empty(
                 name=name,
-                cpu_milli=_int_field(path, line, row, "cpu_milli"),
-                memory_mib=_int_field(path, line, row, "memory_mib"),
+                cpu_milli=count_field(path, line, row, "cpu_milli"),
+                memory_mib=count_field(path, line, row, "memory_mib"),
                 gpu_count=gpu_count,
                 gpu_model=model,
             )
@@ -72,8 +73,8 @@ def load_pods(path: Path) -> list[Pod]:
     """Read an openb pod list; pods keep the file's order."""
     pods: list[Pod] = []
     for line, row in csv_rows(path, POD_COLUMNS):
-        num_gpu = _int_field(path, line, row, "num_gpu")
-        gpu_milli = _int_field(path, line, row, "gpu_milli")
+        num_gpu = count_field(path, line, row, "num_gpu")
+        gpu_milli = count_field(path, line, row, "gpu_milli")
         if num_gpu == 0:
             gpu_milli = 0
         spec = (row.get("gpu_spec") or "").strip()
@@ -82,8 +83,8 @@ def load_pods(path: Path) -> list[Pod]:
             pods.append(
                 Pod(
                     name=row["name"].strip(),
-                    cpu_milli=_int_field(path, line, row, "cpu_milli"),
-                    memory_mib=_int_field(path, line, row, "memory_mib"),
+                    cpu_milli=count_field(path, line, row, "cpu_milli"),
+                    memory_mib=count_field(path, line, row, "memory_mib"),
                     num_gpu=num_gpu,
                     gpu_milli=gpu_milli,
                     gpu_models=tuple(m.strip() for m in spec.split("|") if m.strip()),
