@@ -63,7 +63,15 @@ def bind(
     if pod is None:
         raise not_found("pods", "", str(name))
     if metadata.get("uid") and metadata["uid"] != meta(pod).get("uid"):
-        raise conflict("pods/binding", "", str(name), "Precondition failed: UID in precondition")
+        # kube-apiserver checks the uid as a storage precondition of the pod itself
+        raise conflict(
+            "pods",
+            "",
+            str(name),
+            f"StorageError: invalid object, Code: 4, Key: /registry/pods/{namespace}/{name}, "
+            f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: "
+            f"{metadata['uid']}, UID in object meta: {meta(pod).get('uid')}",
+        )
     if is_deleting(pod):
         raise conflict(
             "pods/binding",

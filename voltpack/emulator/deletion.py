@@ -62,6 +62,9 @@ class Deletion:
         moment = self.clock() + timedelta(seconds=grace_s)
         meta(marked)["deletionTimestamp"] = timestamp(moment)
         meta(marked)["deletionGracePeriodSeconds"] = grace_s
+        generation = meta(marked).get("generation")
+        if isinstance(generation, int) and generation > 0:
+            meta(marked)["generation"] = generation + 1  # as kube-apiserver marks a deletion
         return self.store.update(rtype.key, marked)
 
     def delete_object(self, rtype: ResourceType, obj: JsonObj) -> JsonObj:

@@ -87,11 +87,16 @@ def _resource_entry(rtype: ResourceType) -> list[JsonObj]:
             "name": f"{rtype.plural}/{sub}",
             "singularName": "",
             "namespaced": rtype.namespaced,
-            "kind": {"binding": "Binding", "token": "TokenRequest"}.get(sub, rtype.kind),
+            "kind": {"binding": "Binding", "token": "TokenRequest", "eviction": "Eviction"}.get(
+                sub, rtype.kind
+            ),
             "verbs": list(SUBRESOURCE_VERBS[sub]),
         }
         if sub == "token":
             sub_entry["group"] = "authentication.k8s.io"
+            sub_entry["version"] = "v1"
+        if sub == "eviction":
+            sub_entry["group"] = "policy"
             sub_entry["version"] = "v1"
         entries.append(sub_entry)
     return entries

@@ -104,6 +104,17 @@ def conflict(resource: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
+def precondition_failed(kind: str, name: str, why: str) -> ApiError:
+    """409 of a DELETE whose preconditions fail: kube-apiserver names the kind, not the
+    resource, there (`Operation cannot be fulfilled on Pod "x"`)."""
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {kind} "{name}": {why}',
+        {"name": name, "kind": kind},
+    )
+
+
 STALE_OBJECT = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
@@ -153,7 +164,7 @@ def gone(message: str) -> ApiError:
 
 
 def unsupported_media_type(message: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", message)
+    return ApiError(415, "UnsupportedMediaType", message, {})
 
 
 def not_acceptable(message: str) -> ApiError:

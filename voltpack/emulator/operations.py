@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import dataclasses
 import json
 import random
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from voltpack.emulator.errors import (
     invalid,
     method_not_allowed,
     not_found,
+    precondition_failed,
     unsupported_media_type,
 )
 from voltpack.emulator.objects import (
@@ -103,6 +105,19 @@ class DeleteOptions:
     propagation_policy: str | None = None
     precondition_uid: str | None = None
     precondition_rv: str | None = None
+
+    @staticmethod
+    def from_json(options: JsonObj) -> DeleteOptions:
+        """From a v1 DeleteOptions body (as an Eviction's `deleteOptions` carries one)."""
+        grace = options.get("gracePeriodSeconds")
+        preconditions = options.get("preconditions") or {}
+        return DeleteOptions(
+            dry_run=bool(options.get("dryRun")),
+            grace_period_s=int(grace) if grace is not None else None,
+            propagation_policy=options.get("propagationPolicy"),
+            precondition_uid=preconditions.get("uid"),
+            precondition_rv=preconditions.get("resourceVersion"),
+        )
 
 
 @dataclass(frozen=True)
@@ -176,6 +191,14 @@ class Operations:
 
     def _invalid(self, rtype: ResourceType, name: str, causes: list[Cause]) -> ApiError:
         return invalid(rtype.kind, rtype.group, name, causes)
+
+    def _check_uid(self, rtype: ResourceType, name: str, new: JsonObj, old: JsonObj) -> None:
+        """A uid in an update or patch must be the object's own (it is how clients say
+        "this object, not one re-created under its name"); else 422, as kube-apiserver."""
+        uid = new.get("uid")
+        if uid and uid != old.get("uid"):
+            why = f'Invalid value: "{uid}": field is immutable'
+            raise self._invalid(rtype, name, [Cause("metadata.uid", "FieldValueInvalid", why)])
 
     def _require(self, rtype: ResourceType, namespace: str, name: str) -> JsonObj:
         obj = self.store.get(rtype.key, namespace, name)
@@ -362,6 +385,7 @@ class Operations:
         if rtype.tracks_generation:
             metadata["generation"] = 1
         strategies.prepare_create(rtype, obj, self.clock())
+        strategies.serialized_nulls(rtype, obj)
         self._normalize_metadata(obj)
         warnings = self._apply_schema(rtype, obj, options) if rtype.custom else []
         self._validate(rtype, obj, None)
@@ -428,6 +452,7 @@ class Operations:
             )
         old_view = copy.deepcopy(self.present(rtype, old))
         if subresource == "status":
+            self._check_uid(rtype, name, meta(obj), meta(old_view))
             new = copy.deepcopy(old_view)
             if "status" in obj:
                 new["status"] = obj["status"]
@@ -437,6 +462,7 @@ class Operations:
             new = obj
             new_meta = meta(new)
             old_meta = meta(old_view)
+            self._check_uid(rtype, name, new_meta, old_meta)
             for key in _SERVER_SET:
                 if key in old_meta:
                     new_meta[key] = copy.deepcopy(old_meta[key])
@@ -448,6 +474,7 @@ class Operations:
                 else:
                     new.pop("status", None)
             strategies.prepare_update(rtype, new, old_view, self.clock())
+        strategies.serialized_nulls(rtype, new)
         meta(new)["resourceVersion"] = resource_version_of(old)
         self._normalize_metadata(new)
         warnings = self._apply_schema(rtype, new, options) if rtype.custom else []
@@ -520,7 +547,7 @@ class Operations:
             else:
                 patched = strategic_merge_patch(current, document)
         except PatchApplyError as exc:
-            raise ApiError(422, "Invalid", str(exc)) from None
+            raise ApiError(422, "Invalid", str(exc), {}) from None
         if not isinstance(patched, dict):
             raise ApiError(422, "Invalid", "the patched document is not a JSON object")
         obj = self._decode(rtype, patched)
@@ -569,21 +596,20 @@ class Operations:
         old = self._require(rtype, scope, name)
         old_meta = old.get("metadata", {})
         if options.precondition_uid and options.precondition_uid != old_meta.get("uid"):
-            raise conflict(
-                rtype.plural,
-                rtype.group,
+            raise precondition_failed(
+                rtype.kind,
                 name,
-                f"Precondition failed: UID in precondition: {options.precondition_uid}, UID in "
-                f"object meta: {old_meta.get('uid')}",
+                f"the UID in the precondition ({options.precondition_uid}) does not match the "
+                f"UID in record ({old_meta.get('uid')}). The object might have been deleted "
+                "and then recreated",
             )
         if options.precondition_rv and options.precondition_rv != old_meta.get("resourceVersion"):
-            raise conflict(
-                rtype.plural,
-                rtype.group,
+            raise precondition_failed(
+                rtype.kind,
                 name,
-                "Precondition failed: ResourceVersion in precondition: "
-                f"{options.precondition_rv}, ResourceVersion in object meta: "
-                f"{old_meta.get('resourceVersion')}",
+                f"the ResourceVersion in the precondition ({options.precondition_rv}) does not "
+                f"match the ResourceVersion in record ({old_meta.get('resourceVersion')}). The "
+                "object might have been modified",
             )
         if rtype.key == NAMESPACES.key and name in PROTECTED_NAMESPACES:
             raise forbidden("namespaces", "", name, "this namespace may not be deleted")
@@ -646,6 +672,31 @@ class Operations:
         """POST a v1 Binding (see `binding.bind`); returns the 201 Success Status."""
         dry_run = options.dry_run if options is not None else False
         return bind(self.store, self.clock, namespace, body, pod_name, dry_run)
+
+    def evict(
+        self, namespace: str, name: str, body: Any, options: WriteOptions | None = None
+    ) -> JsonObj:
+        """POST pods/<name>/eviction (policy/v1 Eviction): no PodDisruptionBudgets exist here,
+        so the eviction is always allowed and deletes the pod; returns a 201 Success Status."""
+        if not isinstance(body, dict) or body.get("kind") not in (None, "", "Eviction"):
+            raise bad_request("the body of the request must be a policy/v1 Eviction")
+        given = (body.get("metadata") or {}).get("name")
+        if given and given != name:
+            raise bad_request(
+                f"name in URL does not match name in Eviction object ({given} != {name})"
+            )
+        raw = body.get("deleteOptions")
+        delete = DeleteOptions.from_json(raw if isinstance(raw, dict) else {})
+        if options is not None and options.dry_run:
+            delete = dataclasses.replace(delete, dry_run=True)
+        self.delete(PODS, namespace, name, delete)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
 
     def finish_pod_deletion(self, namespace: str, name: str) -> None:
         """The "kubelet" has stopped a gracefully deleted pod: remove it (unless finalizers)."""

@@ -12,6 +12,7 @@ SUBRESOURCE_VERBS = {
     "status": ("get", "patch", "update"),
     "binding": ("create",),
     "token": ("create",),
+    "eviction": ("create",),
 }
 
 
@@ -121,7 +122,7 @@ PODS = ResourceType(
     namespaced=True,
     short_names=("po",),
     categories=("all",),
-    subresources=frozenset({"status", "binding"}),
+    subresources=frozenset({"status", "binding", "eviction"}),
     field_selectors=_POD_FIELDS,
     tracks_generation=True,
     return_deleted_object=True,

@@ -465,6 +465,12 @@ async def _handle_subresource(
         body = await _read_body(request)
         status = ops.bind(target.namespace or "", body, target.name, _write_options(request))
         return respond(request, status, 201)
+    if target.subresource == "eviction":
+        if method != "POST":
+            raise method_not_allowed()
+        body = await _read_body(request)
+        status = ops.evict(target.namespace or "", target.name, body, _write_options(request))
+        return respond(request, status, 201)
     if target.subresource == "token":
         if method != "POST":
             raise method_not_allowed()

@@ -170,6 +170,30 @@ def crd_status(obj: JsonObj, now: datetime, old_status: JsonObj | None) -> JsonO
     return {"conditions": conditions, "acceptedNames": names, "storedVersions": stored}
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def label_namespace(obj: JsonObj) -> None:
+    """kube-apiserver labels every namespace with its own name (and keeps the label so)."""
+    metadata = obj.setdefault("metadata", {})
+    labels = metadata.get("labels")
+    if not isinstance(labels, dict):
+        labels = metadata["labels"] = {}
+    labels[NAMESPACE_NAME_LABEL] = metadata.get("name", "")
+
+
+def serialized_nulls(rtype: ResourceType, obj: JsonObj) -> None:
+    """The null fields a real server writes out: a pod condition's times are not omitempty."""
+    if rtype.key != "pods":
+        return
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions or []:
+        if isinstance(condition, dict):
+            condition.setdefault("lastProbeTime", None)
+            condition.setdefault("lastTransitionTime", None)
+
+
 def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
     """Defaults and status resets of a create, in place."""
     if rtype.custom:
@@ -183,6 +207,7 @@ def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
     elif rtype.key == "namespaces":
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
+        label_namespace(obj)
     elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         default_crd(obj)
         obj["status"] = crd_status(obj, now, None)
@@ -198,6 +223,7 @@ def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetim
         default_pod(new)
     elif rtype.key == "namespaces":
         new["spec"] = copy.deepcopy(old.get("spec", {}))
+        label_namespace(new)
     elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         default_crd(new)
         new["status"] = crd_status(new, now, old.get("status"))
