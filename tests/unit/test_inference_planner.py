@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.inference_profile import default_profile_book
+from voltpack.perf.links import PerfModelError
 from voltpack.perf.serving_capacity import (
     ReplicaSettings,
     RequestSize,
@@ -183,3 +184,23 @@ def test_price_list_from_a_mapping_resolves_aliases() -> None:
     assert prices.per_gpu_hour("H100-SXM") == 2.0
     with pytest.raises(InvalidRequestError, match="priced twice"):
         PriceList.from_mapping({"H100": 2.0, "H100-SXM": 3.0})
+
+
+def test_a_decode_pool_covers_the_buckets_shortest_output() -> None:
+    # the second token of a short request waits for the KV transfer and for the decode
+    # batch's next step: over one token that costs a whole step on top of its own
+    profile = default_profile_book().profile("llama2-70b", "H100-SXM", 4)
+    slo = ServingSlo(4.0, 0.04)
+    mean_only = RequestSize(500, 100, 800)
+    with_short = RequestSize(500, 100, 800, min_output_tokens=2)
+    transfer = np.array([0.005])
+    loose = capacity_table(profile, [mean_only], slo, "decode", transfer)[0]
+    short = capacity_table(profile, [with_short], slo, "decode", transfer)[0]
+    assert 0 <= short.rate_per_s < loose.rate_per_s
+    assert short.limit == "tpot"
+    ones = request_mix(np.array([300, 300, 300]), np.array([1, 1, 1])).buckets[0].size
+    assert ones.min_output_tokens is None and ones.shortest_decoded_output == float("inf")
+    mixed = request_mix(np.array([300, 300]), np.array([1, 9])).buckets[0].size
+    assert mixed.min_output_tokens == 9
+    with pytest.raises(PerfModelError):
+        RequestSize(500, 100, 800, min_output_tokens=1)

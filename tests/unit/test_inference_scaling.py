@@ -11,6 +11,7 @@ from voltpack.perf.serving_capacity import ServingSlo
 from voltpack.policies.inference.buckets import request_mix
 from voltpack.policies.inference.prices import example_prices
 from voltpack.policies.inference.scaling import (
+    backlog_planning_rate_per_s,
     forecast_planning_rate,
     peak_window_rate_per_s,
     should_replan,
@@ -86,3 +87,22 @@ def test_a_short_day_runs_both_policies_and_counts_every_request() -> None:
         assert 0 <= outcome.slo_attainment_pct <= 100
         assert outcome.cost_usd > 0
         assert len(outcome.planning_rates_per_s) == 6
+
+
+def test_backlog_rate_counts_a_burst_by_its_requests() -> None:
+    rng = np.random.default_rng(0)
+    steady = np.cumsum(rng.exponential(0.5, 2400))  # Poisson, 2 requests/s
+    prompts = np.full(steady.size, 500)
+    calm = backlog_planning_rate_per_s(steady, prompts, wait_s=4.0)
+    assert 1.6 < calm < 2.6
+    burst = np.concatenate([steady, np.full(100, steady[-1] / 2)])  # 100 at once: 4% of all
+    window = peak_window_rate_per_s(burst, 10)
+    rate = backlog_planning_rate_per_s(burst, np.full(burst.size, 500), wait_s=4.0)
+    # 99% of requests start within 4 s only if most of the burst drains within 4 s
+    assert rate > 15 > window
+    longer = backlog_planning_rate_per_s(burst, np.full(burst.size, 500), wait_s=8.0)
+    assert longer < rate
+    with pytest.raises(InvalidRequestError):
+        backlog_planning_rate_per_s(steady, prompts[:-1], wait_s=4.0)
+    with pytest.raises(InvalidRequestError):
+        backlog_planning_rate_per_s(steady, prompts, wait_s=0.0)

@@ -53,15 +53,28 @@ class ServingSlo:
 
 @dataclass(frozen=True)
 class RequestSize:
-    """A class of requests: mean prompt and output tokens, and the largest prompt."""
+    """A class of requests: mean prompt and output tokens, the largest prompt (what TTFT must
+    cover) and the shortest output of two or more tokens (what a decode pool's TPOT must
+    cover: joining the decode batch is spread over few tokens; None = the mean output)."""
 
     prompt_tokens: float
     output_tokens: float
     max_prompt_tokens: float
+    min_output_tokens: float | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_tokens < 1 or self.output_tokens < 1:
             raise PerfModelError("a request size needs at least one prompt and one output token")
+        if self.min_output_tokens is not None and self.min_output_tokens < 2:
+            raise PerfModelError("min_output_tokens counts outputs of two or more tokens")
+
+    @property
+    def shortest_decoded_output(self) -> float:
+        """Output tokens of the shortest request that decodes (>= 2 tokens); infinite when
+        none does (one-token outputs have no TPOT)."""
+        if self.min_output_tokens is not None:
+            return self.min_output_tokens
+        return self.output_tokens if self.output_tokens >= 2 else float("inf")
 
 
 @dataclass(frozen=True)
@@ -167,7 +180,9 @@ def decode_operating_points(
     D(b) + (p b / o) x prefill_token_s and TPOT is at most the worst iteration (a full batch
     plus a full chunk); without chunking each newcomer's whole prefill P stalls the batch:
     TPOT = D(b) + b P / o. A decode replica: TPOT = D(b) plus the KV transfer spread over the
-    output. Rate = b / (o x mean iteration). TTFT for chunked prefill: the prompt-token queue
+    output (for the bucket's shortest output, the transfer and one step's wait to join the
+    batch spread over its tokens, when that is larger). Rate = b / (o x mean iteration).
+    TTFT for chunked prefill: the prompt-token queue
     (M/M/1 wait) plus the iterations of the longest prompt's chunks, each a full chunk with
     the high batch.
     """
@@ -212,8 +227,12 @@ def decode_operating_points(
         longest_s = profile.prefill_time_s(longest[:, 0], longest[:, 0] ** 2)[:, None]
         ttft = ttft_wait_s(rate * prefill, np.broadcast_to(prefill, rate.shape)) + longest_s + step
     else:
-        spread = np.zeros_like(prompt) if transfer_s is None else transfer_s[:, None] / output
-        tpot = high_step + spread
+        moved = np.zeros_like(prompt) if transfer_s is None else transfer_s[:, None]
+        spread = moved / output
+        shortest = np.array([s.shortest_decoded_output for s in sizes])[:, None]
+        # the shortest output's TPOT: its KV transfer and the wait for the decode batch's
+        # next iteration (up to one step) come between its first token and its second
+        tpot = high_step + np.maximum(spread, (moved + high_step) / (shortest - 1.0))
         rate = batch / (output * (step + spread))
         ttft = np.zeros_like(rate)
     kv_tokens = np.maximum(high, 1.0) * (prompt + output)

@@ -5,18 +5,18 @@ LLM trace) against the fleet a `ServingPlan` describes and reports TTFT, TPOT, S
 attainment, energy and utilisation. It checks an inference planner's choice by running it,
 not by the planner's own arithmetic.
 
-Routing: each request's bucket (its position in `plan.mix`) selects a front group (unified or
-prefill) at random in proportion to the groups' planned `bucket_rates_per_s`, and for a
-prefill group also a decode group the same way (seeded, so the same seed gives the same
-result). Inside a group the request goes to the replica with the least outstanding work at the
-moment it arrives: for prefill replicas the prompt tokens not yet prefilled; for unified and
-decode replicas the requests outstanding there (queued, prefilling, running or with KV cache
-in flight), ties broken by prompt tokens not yet prefilled, then by replica order. A decode
-replica is chosen when the KV transfer starts. Replicas run iteration by iteration
-(`voltpack.sim.serving_replica`): each group's replicas run at most its `max_batch` sequences
-at once, and a unified group with `prefill_chunk_tokens` runs chunked prefill (decode steps
-carrying up to that many prompt tokens) instead of prefill priority; the chunk is ignored for
-prefill and decode groups.
+Routing (`voltpack.policies.inference.routing`): each request's bucket (its position in
+`plan.mix`) selects a front group (unified or prefill) at random in proportion to the
+groups' planned `bucket_rates_per_s`, and for a prefill group also a decode group the same
+way (seeded, so the same seed gives the same result). Inside a group the request goes to the
+replica with the least outstanding work at the moment it arrives: for prefill replicas the
+prompt tokens not yet prefilled; for unified and decode replicas the requests outstanding
+there (queued, prefilling, running or with KV cache in flight), ties broken by prompt tokens
+not yet prefilled, then by replica order. A decode replica is chosen when the KV transfer
+starts. Replicas run iteration by iteration (`voltpack.perf.serving_replica`): each group's
+replicas run at most its `max_batch` sequences at once, and a unified group with
+`prefill_chunk_tokens` runs chunked prefill (decode steps carrying up to that many prompt
+tokens) instead of prefill priority; the chunk is ignored for prefill and decode groups.
 
 A request counts as unserved (and failing the SLO) when no group serves its bucket, when its
 bucket's prefill group has no decode group, or when it needs more KV cache than one replica
@@ -32,14 +32,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError
-from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
-from voltpack.sim.serving_replica import (
+from voltpack.perf.serving_replica import (
     DEFAULT_PREFILL_TOKEN_BUDGET,
     PoolSpec,
     ReplicaUsage,
     RequestPlan,
     ServingEngine,
 )
+from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
+from voltpack.policies.inference.routing import route_requests
 from voltpack.sim.traces.azure_llm import LlmRequests, trace_rate_per_s
 
 DEFAULT_KV_LINK_BYTES_PER_S_PER_GPU = 50e9
@@ -162,10 +163,7 @@ def simulate_serving(
     order = np.argsort(arrival_s, kind="stable")
     arrival_s, prompts, outputs = arrival_s[order], prompts[order], outputs[order]
     groups = plan.groups
-    front, decode, unrouted = _route(plan, prompts, outputs, seed)
-    too_large = _too_large(groups, front, decode, prompts, outputs)
-    front = np.where(too_large, -1, front)
-    decode = np.where(too_large, -1, decode)
+    front, decode, unrouted, too_large = route_requests(plan, prompts, outputs, seed)
 
     engine = ServingEngine(
         [
@@ -288,66 +286,6 @@ def _check_plan(plan: ServingPlan) -> None:
 def _is_count(value: object) -> bool:
     """Whether `value` is an integer (not a bool) of at least 1."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value >= 1)
-
-
-def _route(
-    plan: ServingPlan, prompts: NDArray[np.int64], outputs: NDArray[np.int64], seed: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
-    """Per request, its front group, its decode group (after a prefill group, else -1), and
-    whether it is unrouted (then both are -1)."""
-    buckets = plan.mix.bucket_of(prompts, outputs)
-    draws = np.random.default_rng(seed).random((2, prompts.size))
-    front = _choose_groups(plan.groups, ("unified", "prefill"), buckets, draws[0])
-    decode = _choose_groups(plan.groups, ("decode",), buckets, draws[1])
-    prefill_group = np.array([group.role == "prefill" for group in plan.groups])
-    via_prefill = prefill_group[front.clip(0)] & (front >= 0)
-    unrouted = (front < 0) | (via_prefill & (decode < 0))
-    front = np.where(unrouted, -1, front)
-    decode = np.where(via_prefill & ~unrouted, decode, -1)
-    return front, decode, np.asarray(unrouted, dtype=np.bool_)
-
-
-def _choose_groups(
-    groups: Sequence[ReplicaGroup],
-    roles: tuple[str, ...],
-    buckets: NDArray[np.int64],
-    draws: NDArray[np.float64],
-) -> NDArray[np.int64]:
-    """Per request, a group of `roles` serving its bucket, picked in proportion to the planned
-    rates by the uniform draw; -1 where none serves it."""
-    chosen = np.full(buckets.size, -1, dtype=np.int64)
-    for bucket in np.unique(buckets[buckets >= 0]):
-        options = [
-            (index, group.bucket_rates_per_s.get(int(bucket), 0.0))
-            for index, group in enumerate(groups)
-            if group.role in roles
-        ]
-        options = [(index, rate) for index, rate in options if rate > 0]
-        if not options:
-            continue
-        members = buckets == bucket
-        rates = np.array([rate for _, rate in options])
-        bounds = np.cumsum(rates) / rates.sum()
-        pick = np.minimum(np.searchsorted(bounds, draws[members], side="right"), len(options) - 1)
-        chosen[members] = np.array([index for index, _ in options])[pick]
-    return chosen
-
-
-def _too_large(
-    groups: Sequence[ReplicaGroup],
-    front: NDArray[np.int64],
-    decode: NDArray[np.int64],
-    prompts: NDArray[np.int64],
-    outputs: NDArray[np.int64],
-) -> NDArray[np.bool_]:
-    """Requests whose KV footprint exceeds one replica of their front or decode group:
-    prompt + output tokens on a unified or decode replica, the prompt on a prefill replica."""
-    capacity = np.array([g.profile.kv_capacity_tokens for g in groups], dtype=np.int64)
-    prefill = np.array([g.role == "prefill" for g in groups])
-    front_need = np.where(prefill[front.clip(0)], prompts, prompts + outputs)
-    too_large = (front >= 0) & (front_need > capacity[front.clip(0)])
-    too_large |= (decode >= 0) & (prompts + outputs > capacity[decode.clip(0)])
-    return np.asarray(too_large, dtype=np.bool_)
 
 
 def _group_usage(

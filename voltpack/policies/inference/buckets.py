@@ -103,10 +103,17 @@ def request_mix(
                     prompt_tokens=float(prompts[members].mean()),
                     output_tokens=float(outputs[members].mean()),
                     max_prompt_tokens=float(prompts[members].max()),
+                    min_output_tokens=_shortest_decoded(outputs[members]),
                 ),
             )
         )
     return RequestMix(tuple(buckets), tuple(prompt_edges), tuple(output_edges))
+
+
+def _shortest_decoded(outputs: np.ndarray) -> float | None:
+    """The fewest output tokens among requests that decode (two or more), None if none do."""
+    decoded = outputs[outputs >= 2]
+    return float(decoded.min()) if decoded.size else None
 
 
 def _upper(edges: Sequence[int], index: int) -> int | None:
