@@ -32,6 +32,7 @@ from voltpack.operator.crds import install_crds
 from voltpack.operator.inference_admin import KubeInferenceSource
 from voltpack.operator.inference_plans import ClusterProfiles, plan_request, plannable_types
 from voltpack.operator.runner import Operator, OperatorConfig
+from voltpack.policies.inference.attainment import predicted_attainment
 from voltpack.policies.inference.mix_planner import plan_service
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.schema import policy_for_strategy
@@ -195,6 +196,9 @@ def test_a_service_gets_replicas_of_the_planned_gpu_types_with_the_reason(
     status = service["status"]
     assert group_tuples(status["plan"]) == plan_tuples(expected)
     assert status["predictedCostPerHour"] == pytest.approx(expected.cost_per_hour)
+    predicted = predicted_attainment(expected)
+    assert status["predictedSloAttainment"] == pytest.approx(predicted.ratio, abs=1e-4)
+    assert status["predictedSloAttainmentBasis"] == predicted.basis
     assert status["planningRatePerSecond"] == 2.0
     assert status["rateSource"].startswith("spec.ratePerSecond")
     assert status["replicas"] == status["readyReplicas"] == sum(g.replicas for g in expected.groups)
@@ -204,6 +208,7 @@ def test_a_service_gets_replicas_of_the_planned_gpu_types_with_the_reason(
     assert planned["status"] == "True" and planned["reason"] == "Planned"
     assert expected.summary() in planned["message"]
     assert "within TTFT 3000 ms and TPOT 100 ms" in planned["message"]
+    assert f"predicted SLO attainment {predicted.ratio:.1%}" in planned["message"]
     assert condition(service, "SLOInfeasible")["status"] == "False"
     assert condition(service, "Scaled")["reason"] == "AllReplicasBound"
 
@@ -233,10 +238,14 @@ def test_a_service_gets_replicas_of_the_planned_gpu_types_with_the_reason(
         what="the cost gauge",
     )
     assert costs == {'{service="default/chat"}': pytest.approx(expected.cost_per_hour)}
+    assert metric(operator, "voltpack_inference_service_predicted_slo_attainment_ratio") == {
+        '{service="default/chat"}': pytest.approx(predicted.ratio, abs=1e-4)
+    }
     planned_replicas = metric(operator, "voltpack_inference_service_planned_replicas")
     assert sum(planned_replicas.values()) == status["replicas"]
     table = kubectl("get", "inferenceservices.voltpack.io", "chat").stdout
     assert "Ready" in table and "llama3-8b" in table and "COST $/H" in table
+    assert "PRED. SLO" in table
 
 
 def test_a_rate_change_past_ten_percent_replans_exactly_once(
@@ -446,6 +455,9 @@ def test_the_admin_api_serves_the_services_and_their_plans(
             g["replicas"] * g["tensorParallel"] for g in status["plan"]
         )
         assert plan["reason"] == condition(ready, "Planned")["message"]
+        assert plan["predicted_slo_attainment"] == status["predictedSloAttainment"]
+        assert plan["predicted_slo_attainment_basis"] == status["predictedSloAttainmentBasis"]
+        assert views["chat"]["predicted_slo_attainment"] == status["predictedSloAttainment"]
         assert plan["infeasible"] is None and plan["groups"][0]["buckets"]
 
         infeasible = httpx.get(f"{url}/api/v1/inferenceservices/default/fast/plan", headers=headers)

@@ -76,11 +76,20 @@ def test_the_crd_is_namespaced_with_printer_columns_and_a_status() -> None:
     assert manifest["spec"]["scope"] == "Namespaced"
     version = manifest["spec"]["versions"][0]
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Model", "Rate/s", "Replicas", "Ready", "Cost $/h", "Phase", "Age"]
+    assert columns == [
+        "Model",
+        "Rate/s",
+        "Replicas",
+        "Ready",
+        "Cost $/h",
+        "Pred. SLO",
+        "Phase",
+        "Age",
+    ]
     assert version["subresources"] == {"status": {}}
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert {"plan", "predictedCostPerHour", "planningRatePerSecond", "rateSource"} <= set(status)
-    assert "predictedSloAttainment" not in status  # no estimate yet: omitted, not faked
+    assert status["predictedSloAttainment"]["maximum"] == 1
 
 
 def test_the_checked_in_crd_is_the_generated_one() -> None:

@@ -43,6 +43,9 @@ class InferenceServiceView(_View):
     replicas: int = 0
     ready_replicas: int = 0
     predicted_cost_per_hour: float | None = Field(default=None, description="USD")
+    predicted_slo_attainment: float | None = Field(
+        default=None, description="share of requests within both SLOs, predicted by the planner"
+    )
     planning_rate_per_s: float | None = None
     rate_source: str | None = None
     observed_slo_attainment: float | None = None
@@ -62,6 +65,10 @@ class InferencePlanView(_View):
     groups: list[ReplicaGroupView] = Field(default_factory=list)
     gpus_by_type: dict[str, int] = Field(default_factory=dict)
     predicted_cost_per_hour: float | None = Field(default=None, description="USD")
+    predicted_slo_attainment: float | None = Field(
+        default=None, description="share of requests within both SLOs, predicted by the planner"
+    )
+    predicted_slo_attainment_basis: str | None = None
     planning_rate_per_s: float | None = None
     rate_source: str | None = None
     latest_rate_per_s: float | None = None

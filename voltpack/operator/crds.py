@@ -35,6 +35,7 @@ PRINTER_COLUMNS: dict[str, list[dict[str, str]]] = {
         {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
         {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
         {"name": "Cost $/h", "type": "number", "jsonPath": ".status.predictedCostPerHour"},
+        {"name": "Pred. SLO", "type": "number", "jsonPath": ".status.predictedSloAttainment"},
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     ],
 }

@@ -64,6 +64,7 @@ from voltpack.operator.inference_pods import (
 from voltpack.operator.inference_rates import RateTracker, parse_observed_rate
 from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.perf.inference_profile import ProfileBook
+from voltpack.policies.inference.attainment import predicted_attainment
 from voltpack.policies.inference.mix_planner import InfeasiblePlanError, plan_service
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.inference.scaling import PlanningRate, should_replan
@@ -86,6 +87,9 @@ class ServicePlan:
     groups: tuple[PlannedGroup, ...]
     cost_per_hour: float
     split: bool
+    predicted_slo_attainment: float | None
+    """The planner's request-level check of the plan (`predicted_attainment`)."""
+    predicted_slo_attainment_basis: str | None
     reason: str
     """`Planned` (the first plan) or `Replanned`."""
     message: str
@@ -108,6 +112,7 @@ class ServiceFigures:
     """(GPU type, role) -> planned replicas."""
     planning_rate_per_s: float | None = None
     slo_attainment: float | None = None
+    predicted_slo_attainment: float | None = None
 
 
 def service_key(service: dict[str, Any]) -> str:
@@ -293,10 +298,12 @@ class InferenceServiceController:
                     self.replans += 1
                     groups = tuple(planned_groups(plan))
                     reason = "Planned" if current is None else "Replanned"
+                    predicted = predicted_attainment(plan)
                     message = (
                         f"the cheapest fleet for {rate.rate_per_s:.4g} requests/s "
                         f"({rate.source}) within TTFT {spec.slo.ttft_ms:g} ms and TPOT "
-                        f"{spec.slo.tpot_ms:g} ms: {plan.summary()}"
+                        f"{spec.slo.tpot_ms:g} ms: {plan.summary()}; predicted SLO "
+                        f"attainment {predicted.ratio:.1%} ({predicted.basis})"
                     )
                     if plan.notes:
                         message += " (" + "; ".join(plan.notes) + ")"
@@ -310,6 +317,8 @@ class InferenceServiceController:
                         groups=groups,
                         cost_per_hour=round(plan.cost_per_hour, 6),
                         split=plan.split,
+                        predicted_slo_attainment=round(predicted.ratio, 4),
+                        predicted_slo_attainment_basis=predicted.basis,
                         reason=reason,
                         message=message,
                         planned_at=rfc3339(now),
@@ -340,6 +349,7 @@ class InferenceServiceController:
             replicas=_replicas_by_type_and_role(current.groups if current else ()),
             planning_rate_per_s=current.rate_per_s if current is not None else None,
             slo_attainment=observed_attainment(annotations),
+            predicted_slo_attainment=current.predicted_slo_attainment if current else None,
         )
 
     def _cluster_shapes(self, nodes: list[dict[str, Any]]) -> dict[str, int]:
@@ -400,6 +410,8 @@ class InferenceServiceController:
             groups=tuple(g.model_copy(update={"ready_replicas": 0}) for g in recorded.plan),
             cost_per_hour=recorded.predicted_cost_per_hour or 0.0,
             split=bool(recorded.split),
+            predicted_slo_attainment=recorded.predicted_slo_attainment,
+            predicted_slo_attainment_basis=recorded.predicted_slo_attainment_basis,
             reason=planned.reason if planned is not None and planned.reason else "Planned",
             message=planned.message if planned is not None else "",
             planned_at=recorded.last_plan_time or "",
@@ -561,6 +573,10 @@ class InferenceServiceController:
             replicas=replicas,
             ready_replicas=ready,
             predicted_cost_per_hour=plan.cost_per_hour if plan is not None else None,
+            predicted_slo_attainment=plan.predicted_slo_attainment if plan is not None else None,
+            predicted_slo_attainment_basis=(
+                plan.predicted_slo_attainment_basis if plan is not None else None
+            ),
             planning_rate_per_second=plan.rate_per_s if plan is not None else None,
             rate_source=plan.rate_source if plan is not None else None,
             latest_rate_per_second=round(rate.rate_per_s, 9),

@@ -166,7 +166,8 @@ class OperatorCollector(Collector):
 
 class InferenceCollector(Collector):
     """Exports each InferenceService's plan: predicted cost, planned replicas by GPU type and
-    role, the planning rate, and the SLO attainment a metrics adapter reported."""
+    role, the planning rate, the SLO attainment a metrics adapter reported and the one the
+    planner predicts."""
 
     def __init__(self, source: Any) -> None:
         self.source = source  # an Operator: `.inference.figures`
@@ -195,6 +196,12 @@ class InferenceCollector(Collector):
             "reported in its voltpack.io/observed-slo-attainment annotation.",
             labels=["service"],
         )
+        predicted = GaugeMetricFamily(
+            "voltpack_inference_service_predicted_slo_attainment_ratio",
+            "Share of an InferenceService's requests within both SLOs that the planner "
+            "predicts for the plan in effect.",
+            labels=["service"],
+        )
         for service, figure in sorted(figures.items()):
             if figure.cost_per_hour is not None:
                 cost.add_metric([service], figure.cost_per_hour)
@@ -204,10 +211,13 @@ class InferenceCollector(Collector):
                 rate.add_metric([service], figure.planning_rate_per_s)
             if figure.slo_attainment is not None:
                 attainment.add_metric([service], figure.slo_attainment)
+            if figure.predicted_slo_attainment is not None:
+                predicted.add_metric([service], figure.predicted_slo_attainment)
         yield cost
         yield replicas
         yield rate
         yield attainment
+        yield predicted
 
 
 class MetricsServer:

@@ -211,6 +211,16 @@ class InferenceServiceStatus(ResourceModel):
     replicas: int = Field(default=0, ge=0, description="replicas of the plan in effect")
     ready_replicas: int = Field(default=0, ge=0)
     predicted_cost_per_hour: float | None = Field(default=None, ge=0, description="USD")
+    predicted_slo_attainment: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="share of requests within both SLOs when the planner replays the plan "
+        "(Poisson arrivals at the planning rate, the spec's size mix)",
+    )
+    predicted_slo_attainment_basis: str | None = Field(
+        default=None, description="how the predicted attainment was obtained"
+    )
     planning_rate_per_second: float | None = Field(
         default=None, ge=0, description="the request rate the plan in effect was made for"
     )
