@@ -32,6 +32,9 @@ from voltpack.emulator.resources import (
 )
 from voltpack.emulator.store import Store
 
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+"""Put on a deleted CRD until its custom resources are gone (by kube-apiserver)."""
+
 
 class Deletion:
     """The deletion machinery shared by DELETE requests, updates and the lifecycle simulator."""
@@ -126,7 +129,6 @@ class Deletion:
         if not is_deleting(ns_obj):
             marked = copy.deepcopy(ns_obj)
             meta(marked)["deletionTimestamp"] = timestamp(self.clock())
-            meta(marked)["deletionGracePeriodSeconds"] = 0
             marked.setdefault("status", {})["phase"] = "Terminating"
             ns_obj = self.store.update(NAMESPACES.key, marked)
         for key in self.store.keys_in_use():
@@ -156,15 +158,18 @@ class Deletion:
         if not is_deleting(crd):
             marked = copy.deepcopy(crd)
             meta(marked)["deletionTimestamp"] = timestamp(self.clock())
-            meta(marked)["deletionGracePeriodSeconds"] = 0
+            finalizers = meta(marked).setdefault("finalizers", [])
+            if CRD_CLEANUP_FINALIZER not in finalizers:
+                finalizers.append(CRD_CLEANUP_FINALIZER)
             conditions = marked.setdefault("status", {}).setdefault("conditions", [])
             conditions.append(
                 {
                     "type": "Terminating",
                     "status": "True",
                     "lastTransitionTime": timestamp(self.clock()),
-                    "reason": "InstanceDeletionInProgress",
-                    "message": "CustomResource deletion is in progress",
+                    "reason": "InstanceDeletionPending",
+                    "message": "CustomResourceDefinition marked for deletion; CustomResource "
+                    "deletion will begin soon",
                 }
             )
             crd = self.store.update(CRDS.key, marked)
@@ -177,9 +182,11 @@ class Deletion:
 
     def _maybe_finish_crd(self, name: str) -> None:
         crd = self.store.get(CRDS.key, "", name)
-        if crd is None or not is_deleting(crd) or finalizers_of(crd):
+        if crd is None or not is_deleting(crd):
+            return
+        if set(finalizers_of(crd)) - {CRD_CLEANUP_FINALIZER}:
             return
         types = self.registry.custom_types(name)
         if types and self.store.count(types[0].key):
             return
-        self.remove(CRDS, crd, "Background")
+        self.remove(CRDS, crd, "Background")  # the cleanup finalizer's work is done

@@ -13,6 +13,7 @@ computes patches from its compiled-in types (built-ins) or as JSON merge patches
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 
@@ -67,20 +68,40 @@ def api_group(registry: ResourceRegistry, name: str) -> JsonObj | None:
     return body
 
 
+CUSTOM_VERB_ORDER = (
+    "delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"
+)  # fmt: skip
+"""The order kube-apiserver lists a custom resource's verbs in."""
+
+
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    """kube-apiserver's `storageVersionHash`: base64 of the first 8 bytes of
+    sha256("group/version/kind") of the storage version."""
+    digest = hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
+def _verbs(rtype: ResourceType) -> list[str]:
+    if not rtype.custom:
+        return list(rtype.verbs)
+    return [verb for verb in CUSTOM_VERB_ORDER if verb in rtype.verbs]
+
+
 def _resource_entry(rtype: ResourceType) -> list[JsonObj]:
     entry: JsonObj = {
         "name": rtype.plural,
         "singularName": rtype.singular,
         "namespaced": rtype.namespaced,
         "kind": rtype.kind,
-        "verbs": list(rtype.verbs),
+        "verbs": _verbs(rtype),
     }
     if rtype.short_names:
         entry["shortNames"] = list(rtype.short_names)
     if rtype.categories:
         entry["categories"] = list(rtype.categories)
-    digest = hashlib.sha256(f"{rtype.key}/{rtype.version}".encode()).digest()
-    entry["storageVersionHash"] = digest[:8].hex()
+    if rtype.verbs != ("create",):  # nothing is stored of a create-only kind (bindings)
+        version = rtype.storage_version or rtype.version
+        entry["storageVersionHash"] = storage_version_hash(rtype.group, version, rtype.kind)
     entries = [entry]
     for sub in sorted(rtype.subresources):
         sub_entry: JsonObj = {

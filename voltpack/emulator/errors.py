@@ -37,6 +37,8 @@ class ApiError(Exception):
     message: str
     details: JsonObj | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    plain_text: bool = False
+    """Answer `message` as text/plain instead of a Status (kube-apiserver's catch-all 404)."""
 
     def __str__(self) -> str:
         return f"{self.code} {self.reason}: {self.message}"
@@ -86,6 +88,12 @@ def path_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
 
+def page_not_found() -> ApiError:
+    """What kube-apiserver answers for a path no API group serves (unknown groups, unknown kinds
+    of a CRD's group): its mux's plain-text 404, not a Status."""
+    return ApiError(404, "NotFound", "404 page not found\n", plain_text=True)
+
+
 def already_exists(resource: str, group: str, name: str) -> ApiError:
     return ApiError(
         409,
@@ -104,14 +112,14 @@ def conflict(resource: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
-def precondition_failed(kind: str, name: str, why: str) -> ApiError:
+def precondition_failed(kind: str, group: str, name: str, why: str) -> ApiError:
     """409 of a DELETE whose preconditions fail: kube-apiserver names the kind, not the
     resource, there (`Operation cannot be fulfilled on Pod "x"`)."""
     return ApiError(
         409,
         "Conflict",
-        f'Operation cannot be fulfilled on {kind} "{name}": {why}',
-        {"name": name, "kind": kind},
+        f'Operation cannot be fulfilled on {qualified(kind, group)} "{name}": {why}',
+        _details(name, group, kind),
     )
 
 
@@ -168,7 +176,7 @@ def unsupported_media_type(message: str) -> ApiError:
 
 
 def not_acceptable(message: str) -> ApiError:
-    return ApiError(406, "NotAcceptable", message)
+    return ApiError(406, "NotAcceptable", message, {})
 
 
 def internal(message: str) -> ApiError:

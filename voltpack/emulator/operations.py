@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from voltpack.emulator import strategies
+from voltpack.emulator import cel, strategies
 from voltpack.emulator.binding import bind
 from voltpack.emulator.deletion import Deletion
 from voltpack.emulator.errors import (
@@ -276,6 +276,10 @@ class Operations:
                 warnings.extend(f'unknown field "{path}"' for path in pruned)
         apply_defaults(obj, rtype.schema)
         causes = validate_schema(obj, rtype.schema)
+        if causes and cel.has_rules(rtype.schema):
+            causes.append(Cause("<nil>", "FieldValueInvalid", cel.SKIPPED_RULES_MESSAGE))
+        if not causes:
+            causes = cel.rule_causes(obj, rtype.schema)
         if causes:
             raise self._invalid(rtype, name_of(obj), causes)
         return warnings
@@ -344,7 +348,11 @@ class Operations:
             items = items[: options.limit]
             last = items[-1]
             list_meta["continue"] = _encode_continue(list_rv, namespace_of(last), name_of(last))
-            list_meta["remainingItemCount"] = remaining
+            if options.labels.empty and options.fields.empty:
+                # kube-apiserver counts what remains only when no selector filters the list
+                list_meta["remainingItemCount"] = remaining
+        if rtype.custom:
+            list_meta.setdefault("continue", "")  # an unstructured list always writes it
         shown = [self.present(rtype, obj) for obj in items]
         if not rtype.custom:
             shown = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in shown]
@@ -439,17 +447,12 @@ class Operations:
         if requested_rv and requested_rv != resource_version_of(old):
             raise conflict(rtype.plural, rtype.group, name, STALE_OBJECT)
         if not requested_rv and not patch and not rtype.allow_unconditional_update:
-            raise self._invalid(
-                rtype,
-                name,
-                [
-                    Cause(
-                        "metadata.resourceVersion",
-                        "FieldValueInvalid",
-                        "Invalid value: 0x0: must be specified for an update",
-                    )
-                ],
-            )
+            # kube-apiserver names a custom resource by its plural here, with the value 0
+            value = "0" if rtype.custom else "0x0"
+            why = f"Invalid value: {value}: must be specified for an update"
+            cause = Cause("metadata.resourceVersion", "FieldValueInvalid", why)
+            kind = rtype.plural if rtype.custom else rtype.kind
+            raise invalid(kind, rtype.group, name, [cause])
         old_view = copy.deepcopy(self.present(rtype, old))
         if subresource == "status":
             self._check_uid(rtype, name, meta(obj), meta(old_view))
@@ -527,9 +530,12 @@ class Operations:
                 f"include: {', '.join(PATCH_TYPES)}"
             )
         if patch_type == STRATEGIC_PATCH and not rtype.strategic_merge:
-            raise unsupported_media_type(
-                "strategic merge patch is not supported for custom resources; use "
-                f"{MERGE_PATCH} or {JSON_PATCH} ({rtype.key})"
+            # as kube-apiserver answers it: no details, the media types a custom resource takes
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types "
+                f"include: {JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}",
             )
         try:
             document = json.loads(raw or b"null")
@@ -598,6 +604,7 @@ class Operations:
         if options.precondition_uid and options.precondition_uid != old_meta.get("uid"):
             raise precondition_failed(
                 rtype.kind,
+                rtype.group,
                 name,
                 f"the UID in the precondition ({options.precondition_uid}) does not match the "
                 f"UID in record ({old_meta.get('uid')}). The object might have been deleted "
@@ -606,6 +613,7 @@ class Operations:
         if options.precondition_rv and options.precondition_rv != old_meta.get("resourceVersion"):
             raise precondition_failed(
                 rtype.kind,
+                rtype.group,
                 name,
                 f"the ResourceVersion in the precondition ({options.precondition_rv}) does not "
                 f"match the ResourceVersion in record ({old_meta.get('resourceVersion')}). The "
@@ -654,8 +662,11 @@ class Operations:
                 if exc.code == 404:
                     continue
                 raise
-            if result.get("kind") != "Status":
-                deleted.append(result)
+            # the list names every deleted object, also kinds whose DELETE answers a Status
+            shown = item if result.get("kind") == "Status" else result
+            if not rtype.custom:
+                shown = {k: v for k, v in shown.items() if k not in ("kind", "apiVersion")}
+            deleted.append(shown)
         listed["items"] = deleted
         listed["metadata"] = {"resourceVersion": str(self.store.resource_version)}
         return listed

@@ -70,7 +70,6 @@ def _decode(rtype: ResourceType, body: Any) -> JsonObj:
     if metadata is not None and not isinstance(metadata, dict):
         raise bad_request(f"error decoding {rtype.kind}: metadata must be an object")
     shown_metadata = {k: v for k, v in (metadata or {}).items() if v is not None}
-    shown_metadata["creationTimestamp"] = None
     return {
         "kind": rtype.kind,
         "apiVersion": rtype.api_version,
@@ -173,10 +172,11 @@ def token_request(
     return request
 
 
-def self_subject_review(body: Any, requester: UserInfo) -> JsonObj:
+def self_subject_review(body: Any, requester: UserInfo, now: datetime | None = None) -> JsonObj:
     """Answer a SelfSubjectReview (`kubectl auth whoami`): the requester's user info."""
     review = _decode(SELFSUBJECTREVIEWS, body)
     review.pop("spec", None)
+    review["metadata"]["creationTimestamp"] = timestamp(now or datetime.now(UTC))
     review["status"] = {"userInfo": requester.to_json()}
     return review
 

@@ -13,21 +13,25 @@ from voltpack.emulator import discovery, protobuf, reviews
 from voltpack.emulator.auth import RequestIdentity, request_user
 from voltpack.emulator.errors import (
     ApiError,
+    Cause,
     bad_request,
+    invalid,
     method_not_allowed,
     not_acceptable,
+    page_not_found,
     path_not_found,
     unsupported_media_type,
 )
 from voltpack.emulator.objects import JsonObj
 from voltpack.emulator.operations import (
+    APPLY_PATCH,
     PATCH_TYPES,
     DeleteOptions,
     ListOptions,
     WriteOptions,
     Written,
 )
-from voltpack.emulator.resources import ResourceType
+from voltpack.emulator.resources import BUILTINS, ResourceType
 from voltpack.emulator.selectors import parse_field_selector, parse_label_selector
 from voltpack.emulator.tables import table
 from voltpack.emulator.watch import WatchRequest, WatchStream
@@ -142,6 +146,8 @@ def respond(
 
 
 def error_response(request: web.Request, error: ApiError) -> web.Response:
+    if error.plain_text:
+        return web.Response(status=error.code, text=error.message, content_type="text/plain")
     response = respond(request, error.status(), error.code)
     for key, value in error.headers.items():
         response.headers[key] = value
@@ -189,11 +195,17 @@ async def _read_body(request: web.Request) -> Any:
         raise bad_request(f"error decoding the request body: {exc}") from None
 
 
+_OPTIONS_KIND = {"PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
+
+
 def _write_options(request: web.Request) -> WriteOptions:
     dry_run = request.query.getall("dryRun", [])
-    for value in dry_run:
-        if value != "All":
-            raise bad_request(f'Invalid dry run value "{value}"; the only valid value is "All"')
+    bad = [value for value in dry_run if value != "All"]
+    if bad:
+        shown = "[" + ", ".join(f'"{value}"' for value in bad) + "]"
+        why = f'Unsupported value: {shown}: supported values: "All"'
+        kind = _OPTIONS_KIND.get(request.method.upper(), "CreateOptions")
+        raise invalid(kind, "meta.k8s.io", "", [Cause("dryRun", "FieldValueNotSupported", why)])
     validation = request.query.get("fieldValidation") or "Warn"
     if validation not in ("Ignore", "Warn", "Strict"):
         raise bad_request(
@@ -312,16 +324,25 @@ async def handle(request: web.Request) -> web.StreamResponse:
     return await _handle_resource(request, state, target)
 
 
+_BUILTIN_GROUPS = frozenset(rtype.group for rtype in BUILTINS)
+
+
+def _unserved(group: str) -> ApiError:
+    """A resource path nothing serves: a built-in group answers a NotFound Status, any other
+    path falls through to kube-apiserver's plain-text 404."""
+    return path_not_found() if group in _BUILTIN_GROUPS else page_not_found()
+
+
 async def _handle_resource(
     request: web.Request, state: EmulatorState, target: Target
 ) -> web.StreamResponse:
     rtype = state.registry.lookup(target.group, target.version, target.resource)
     if rtype is None:
-        raise path_not_found()
+        raise _unserved(target.group)
     method = request.method.upper()
     ops = state.ops
     if target.namespace is not None and not rtype.namespaced:
-        raise path_not_found()
+        raise _unserved(target.group)
     if rtype.review:
         return await _review(request, state, rtype, target)
     if rtype.key == "bindings":
@@ -350,7 +371,8 @@ async def _handle_resource(
         listed = ops.list(rtype, target.namespace, _list_options(request, rtype))
         if _table_requested(request):
             items = [ops.present(rtype, item) for item in listed["items"]]
-            body = table(rtype, items, state.clock(), listed["metadata"], _include_object(request))
+            list_meta = {k: v for k, v in listed["metadata"].items() if v != ""}
+            body = table(rtype, items, state.clock(), list_meta, _include_object(request))
             return respond(request, body)
         return respond(request, listed)
     if verb == "watch":
@@ -411,7 +433,7 @@ async def _review(
         identity = RequestIdentity.from_headers(request.headers.items())
         requester = request_user(identity, state.authenticator)
         if kind == "SelfSubjectReview":
-            answer = reviews.self_subject_review(body, requester)
+            answer = reviews.self_subject_review(body, requester, state.clock())
         elif kind == "SelfSubjectAccessReview":
             answer = reviews.self_subject_access_review(body, requester, state.rbac_policy())
         elif kind == "SelfSubjectRulesReview":
@@ -439,6 +461,10 @@ async def _patch(
             f"the body of the request was in an unknown format - accepted media types include: "
             f"{', '.join(PATCH_TYPES)}"
         )
+    if content_type == APPLY_PATCH and not request.query.get("fieldManager"):
+        why = "Required value: is required for apply patch"
+        cause = Cause("fieldManager", "FieldValueRequired", why)
+        raise invalid("PatchOptions", "meta.k8s.io", "", [cause])
     raw = await request.read()
     return state.ops.patch(
         rtype,
@@ -496,6 +522,12 @@ async def _watch(
 ) -> web.StreamResponse:
     if "watch" not in rtype.verbs:
         raise method_not_allowed()
+    if _truthy(request.query.get("sendInitialEvents")) and (
+        request.query.get("resourceVersionMatch") != "NotOlderThan"
+    ):
+        why = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        cause = Cause("resourceVersionMatch", "FieldValueForbidden", why)
+        raise invalid("ListOptions", "meta.k8s.io", "", [cause])
     timeout = _int_param(request, "timeoutSeconds")
     limit_s = state.config.max_watch_timeout_s
     timeout_s = float(min(timeout, limit_s)) if timeout is not None and timeout > 0 else limit_s

@@ -7,11 +7,13 @@ validation that goes with each type.
 
 from __future__ import annotations
 
+import base64
 import copy
 from datetime import datetime
 from typing import Any
 
 from voltpack.emulator.errors import Cause
+from voltpack.emulator.kind_validation import validate_core_event, validate_lease
 from voltpack.emulator.objects import JsonObj, timestamp
 from voltpack.emulator.resources import ResourceType
 from voltpack.emulator.validation import (
@@ -182,8 +184,24 @@ def label_namespace(obj: JsonObj) -> None:
     labels[NAMESPACE_NAME_LABEL] = metadata.get("name", "")
 
 
+def fold_string_data(secret: JsonObj) -> None:
+    """A Secret's write-only `stringData` is merged into `data` (base64), as the API does."""
+    strings = secret.pop("stringData", None)
+    if isinstance(strings, dict) and strings:
+        existing = secret.get("data")
+        data: JsonObj = existing if isinstance(existing, dict) else {}
+        for key, value in strings.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
+
+
 def serialized_nulls(rtype: ResourceType, obj: JsonObj) -> None:
-    """The null fields a real server writes out: a pod condition's times are not omitempty."""
+    """The null fields a real server writes out: a pod condition's times, an events.k8s.io
+    Event's deprecated fields are not omitempty."""
+    if rtype.key == "events.events.k8s.io":
+        obj.setdefault("deprecatedSource", {})
+        obj.setdefault("deprecatedFirstTimestamp", None)
+        obj.setdefault("deprecatedLastTimestamp", None)
     if rtype.key != "pods":
         return
     status = obj.get("status")
@@ -213,6 +231,7 @@ def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
         obj["status"] = crd_status(obj, now, None)
     elif rtype.key == "secrets":
         obj.setdefault("type", "Opaque")
+        fold_string_data(obj)
     elif rtype.key in _RBAC_BINDINGS:
         default_rbac_binding(obj)
 
@@ -224,6 +243,8 @@ def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetim
     elif rtype.key == "namespaces":
         new["spec"] = copy.deepcopy(old.get("spec", {}))
         label_namespace(new)
+    elif rtype.key == "secrets":
+        fold_string_data(new)
     elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         default_crd(new)
         new["status"] = crd_status(new, now, old.get("status"))
@@ -242,6 +263,10 @@ def validate(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
         return validate_rbac_role(obj, namespaced=rtype.namespaced)
     if rtype.key in _RBAC_BINDINGS:
         return validate_rbac_binding(obj, namespaced=rtype.namespaced)
+    if rtype.key == "leases.coordination.k8s.io":
+        return validate_lease(obj)
+    if rtype.key == "events":
+        return validate_core_event(obj)
     return []
 
 

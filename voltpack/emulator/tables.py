@@ -310,23 +310,39 @@ def _custom_cell(column: JsonObj, obj: JsonObj, now: datetime) -> Any:
     return ",".join(str(v) for v in values)
 
 
+NAME_DESCRIPTION = (
+    "Name must be unique within a namespace. Is required when creating resources, although some "
+    "resources may allow a client to request the generation of an appropriate name "
+    "automatically. Name is primarily intended for creation idempotence and configuration "
+    "definition. Cannot be updated. More info: "
+    "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+)
+
+
+def _custom_columns(rtype: ResourceType) -> list[JsonObj]:
+    """A CRD's printer columns described as kube-apiserver describes them."""
+    custom = rtype.printer_columns or [
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    ]
+    name: JsonObj = {"name": "Name", "type": "string", "format": "name"}
+    name.update({"description": NAME_DESCRIPTION, "priority": 0})
+    return [name] + [
+        {
+            "name": str(c.get("name", "")),
+            "type": str(c.get("type", "string")),
+            "format": str(c.get("format", "")),
+            "description": str(c.get("description") or "")
+            or f"Custom resource definition column (in JSONPath format): {c.get('jsonPath', '')}",
+            "priority": int(c.get("priority", 0) or 0),
+        }
+        for c in custom
+    ]
+
+
 def columns_for(rtype: ResourceType) -> list[JsonObj]:
     if rtype.custom:
-        custom = rtype.printer_columns
-        if not custom:
-            columns: list[Column] = [_NAME, _AGE]
-        else:
-            columns = [_NAME] + [
-                (
-                    str(c.get("name", "")),
-                    "string" if c.get("type") == "date" else str(c.get("type", "string")),
-                    str(c.get("format", "")),
-                    int(c.get("priority", 0) or 0),
-                )
-                for c in custom
-            ]
-    else:
-        columns = _BUILTIN_COLUMNS.get(rtype.key, [_NAME, _AGE])
+        return _custom_columns(rtype)
+    columns = _BUILTIN_COLUMNS.get(rtype.key, [_NAME, _AGE])
     return [
         {
             "name": name,
