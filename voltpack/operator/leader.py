@@ -8,6 +8,7 @@ two replicas racing for an expired Lease exactly one wins.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -108,6 +109,16 @@ class LeaderElector:
             log.info("lease %s: lost the race: %s", self.name, api_message(error))
             return self._lost()
         return self._won(now)
+
+    def keep_renewing(self, stop: threading.Event, every_s: float) -> None:
+        """Acquire or renew every `every_s` seconds until `stop` is set.
+
+        Run in its own thread (as client-go's leader election does), so a long scheduling cycle
+        never lets the Lease lapse while the replica is still binding.
+        """
+        while not stop.is_set():
+            self.try_acquire_or_renew()
+            stop.wait(every_s)
 
     def release(self) -> None:
         """Give the Lease up (graceful shutdown), so a standby takes over at once."""

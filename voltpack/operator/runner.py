@@ -247,27 +247,30 @@ class Operator:
             power.start()
         self.nodes.wait_synced(30)
         self.pods.wait_synced(30)
-        renew_every_s = max(self.config.lease_duration_s / 4, 0.1)
-        next_renewal = 0.0
+        renew_stop = threading.Event()  # set before the Lease is given up
+        renewer = threading.Thread(
+            target=self.elector.keep_renewing,
+            args=(renew_stop, max(self.config.lease_duration_s / 4, 0.1)),
+            name="lease-renewal",
+            daemon=True,
+        )
+        renewer.start()
         try:
             while not stop.is_set():
-                if time.monotonic() >= next_renewal:
-                    self.elector.try_acquire_or_renew()
-                    next_renewal = time.monotonic() + renew_every_s
                 if self.elector.is_leader():
                     for cache in (self.nodes, self.pods, self.jobs):
                         cache.changed.clear()
                     self._reload_policy()
                     self._cycle_safely()
                     self._apply_retention()
-                until_renewal = max(next_renewal - time.monotonic(), 0.0)
-                wait_s = min(self.config.cycle_interval_s, until_renewal)
                 if not self.jobs.changed.is_set():
-                    self.pods.changed.wait(wait_s)
+                    self.pods.changed.wait(self.config.cycle_interval_s)
         finally:
             power_stop.set()
+            renew_stop.set()
             if power is not None:
                 power.join(timeout=30)
+            renewer.join(timeout=30)
             self.elector.release()
             if self.metrics is not None:
                 self.metrics.stop()

@@ -9,6 +9,7 @@ evicted in the same cycle.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -147,23 +148,27 @@ def schedule_queues(
             )
             continue
         waiting.setdefault(gang.queue, []).append(gang)
-    for gangs in waiting.values():
-        gangs.sort(key=lambda g: (ordering.gang_key(g.priority, g.arrival), g.group.name))
+    queued: dict[str, deque[PendingGang]] = {
+        queue: deque(
+            sorted(gangs, key=lambda g: (ordering.gang_key(g.priority, g.arrival), g.group.name))
+        )
+        for queue, gangs in waiting.items()
+    }
     unplaced: list[PendingGang] = []
-    while waiting:
+    while queued:
 
         def rank(queue: str) -> tuple[tuple[float, ...], tuple[int, ...], str]:
-            head = waiting[queue][0]
+            head = queued[queue][0]
             path = tuple(
                 ordering.queue_share(usage.of(q), capacity, tree.queues[q].weight)
                 for q in reversed(tree.chain(queue))
             )
             return path, ordering.gang_key(head.priority, head.arrival), head.group.name
 
-        queue = min(waiting, key=rank)
-        gang = waiting[queue].pop(0)
-        if not waiting[queue]:
-            del waiting[queue]
+        queue = min(queued, key=rank)
+        gang = queued[queue].popleft()
+        if not queued[queue]:
+            del queued[queue]
         if before_each is not None:
             before_each(gang)
         decision = _decide(
