@@ -1,0 +1,627 @@
+"""kube-scheduler and voltpack side by side on a real control plane (etcd, kube-apiserver, kwok).
+
+Every run gets a fresh control plane (tests/k8s_control_plane.py, the binaries `make k8s`
+builds) with kwok-managed fake nodes (`kwok.x-k8s.io/node: fake`); its nodes and pods are
+created first, then one scheduler starts as its own process and the clock runs from its start
+(cache sync included):
+
+- throughput: N nodes of 16 GPUs (`nvidia.com/gpu`), M single-GPU pods; pods bound per second
+  until every pod has `spec.nodeName`, for kube-scheduler with its default client settings
+  (QPS 50, burst 100), with the QPS and burst its own scheduler_perf uses (5000/5000), and for
+  voltpack's operator with the shipped default policy `fgd` (`voltpack operator`);
+- packing: the openb default trace's whole-GPU and CPU-only pods (GPU-sharing pods skipped),
+  in trace order and then the FGD protocol's random copies, up to 130% of the GPUs in demand,
+  on its 1,213 nodes; once binding has settled, the share of GPUs allocated and the idle GPUs
+  (GPUs no pod holds: packing_openb's "unallocated GPUs") for kube-scheduler's default scoring
+  (LeastAllocated), its MostAllocated (bin-packing) configuration and voltpack.
+
+The scheduler configurations are benchmarks/k8s/*.yaml. A pod's progress is followed with one
+streaming watch. Results: <out>/k8s_side_by_side.{json,md}; see docs/k8s-side-by-side.md.
+
+Usage:
+  python benchmarks/k8s_side_by_side.py [--out DIR] [--nodes 5000] [--pods 10000]
+  python benchmarks/k8s_side_by_side.py --quick          # 200 nodes / 1,000 pods, 200-node packing
+  python benchmarks/k8s_side_by_side.py --only packing
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from _common import save
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.k8s_control_plane
+
+from tests.k8s_control_plane import (  # noqa: E402
+    KWOK_NODE_ANNOTATION,
+    ControlPlane,
+    bin_dir,
+    running_control_plane,
+)
+from voltpack.model.cluster import Node  # noqa: E402
+from voltpack.model.workload import Pod  # noqa: E402
+from voltpack.policies.schema import example_policy_path, load_policy  # noqa: E402
+from voltpack.sim.datasets import OPENB_DEFAULT_PODS, OPENB_NODES, openb_dir  # noqa: E402
+from voltpack.sim.experiment import arrival_order, inflate, run_experiment  # noqa: E402
+from voltpack.sim.traces.openb import load_nodes, load_pods  # noqa: E402
+
+NAMESPACE = "bench"
+GPU = "nvidia.com/gpu"
+MODEL_LABEL = "voltpack.io/gpu-model"
+CONFIGS = Path(__file__).resolve().parent / "k8s"
+CRDS = REPO / "helm" / "voltpack" / "crds"
+RAISED_QPS, RAISED_BURST = 5000.0, 5000
+"""kubernetes/kubernetes test/integration/scheduler_perf/util.go, mustSetupCluster."""
+DEFAULT_QPS, DEFAULT_BURST = 50.0, 100
+"""KubeSchedulerConfiguration v1 clientConnection defaults."""
+NO_NODE_TAINTS = ("--disable-admission-plugins", "TaintNodesByCondition")
+"""No controller-manager runs to lift the not-ready taint this plugin puts on new nodes (appends
+to the launcher's `ServiceAccount`; scheduler_perf disables both as well)."""
+DEMAND_RATIO = 1.3
+SEED = 42
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One scheduler set-up: kube-scheduler with a configuration file, or voltpack's operator."""
+
+    scheduler: str
+    config: str
+    profile: str | None = None
+    """benchmarks/k8s/<profile>.yaml for kube-scheduler."""
+    qps: float | None = None
+    burst: int | None = None
+
+    @property
+    def scheduler_name(self) -> str:
+        return "voltpack" if self.scheduler == "voltpack" else "default-scheduler"
+
+    def start(self, plane: ControlPlane, log: Path) -> subprocess.Popen[bytes]:
+        """The scheduler as its own process, logging to `log`."""
+        with log.open("wb") as out:
+            if self.scheduler == "voltpack":
+                argv = [sys.executable, "-m", "voltpack", "operator", "--policy", "fgd",
+                        "--identity", "side-by-side", "--metrics-port", "-1"]  # fmt: skip
+                env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
+                return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+            config = self.scheduler_config(plane)
+            path = log.with_suffix(".yaml")
+            path.write_text(json.dumps(config, indent=1))
+            argv = [str(bin_dir() / "kube-scheduler"), "--config", str(path),
+                    "--secure-port", "0", "--v", "1"]  # fmt: skip
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def scheduler_config(self, plane: ControlPlane) -> dict[str, Any]:
+        """The KubeSchedulerConfiguration file with this run's kubeconfig and client limits."""
+        config: dict[str, Any] = yaml.safe_load((CONFIGS / f"{self.profile}.yaml").read_text())
+        connection: dict[str, Any] = {"kubeconfig": str(plane.kubeconfig)}
+        if self.qps is not None:
+            connection |= {"qps": self.qps, "burst": self.burst}
+        config["clientConnection"] = connection
+        return config
+
+    def describe(self) -> dict[str, Any]:
+        if self.scheduler == "voltpack":
+            return {"command": "python -m voltpack operator --policy fgd (shipped defaults)"}
+        return {
+            "config_file": f"benchmarks/k8s/{self.profile}.yaml",
+            "client_qps": self.qps if self.qps is not None else DEFAULT_QPS,
+            "client_burst": self.burst if self.burst is not None else DEFAULT_BURST,
+        }
+
+
+KUBE_DEFAULT = Contender("kube-scheduler", "LeastAllocated, client QPS 50 / burst 100 (defaults)",
+                         "kube-scheduler-least-allocated")  # fmt: skip
+KUBE_RAISED = Contender(
+    "kube-scheduler", "LeastAllocated, client QPS 5000 / burst 5000 (scheduler_perf)",
+    "kube-scheduler-least-allocated", RAISED_QPS, RAISED_BURST,
+)  # fmt: skip
+KUBE_LEAST = Contender("kube-scheduler", "LeastAllocated (default scoring), QPS 5000",
+                       "kube-scheduler-least-allocated", RAISED_QPS, RAISED_BURST)  # fmt: skip
+KUBE_MOST = Contender(
+    "kube-scheduler", "MostAllocated (cpu 1, memory 1, nvidia.com/gpu 3), QPS 5000",
+    "kube-scheduler-most-allocated", RAISED_QPS, RAISED_BURST,
+)  # fmt: skip
+VOLTPACK = Contender("voltpack", "operator, shipped default policy fgd")
+
+
+def kwok_node(node: Node) -> dict[str, Any]:
+    """A Node object kwok manages: the node's CPU, memory, GPUs and GPU model."""
+    resources = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "1000",
+                 GPU: str(node.gpu_count)}  # fmt: skip
+    labels = {"kubernetes.io/hostname": node.name, "type": "kwok"}
+    if node.gpu_model:
+        labels[MODEL_LABEL] = node.gpu_model
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "labels": labels,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+        },
+        "status": {"capacity": resources, "allocatable": dict(resources)},
+    }
+
+
+def bench_pod(name: str, pod: Pod, scheduler_name: str) -> dict[str, Any]:
+    """A pod asking for `pod`'s CPU, memory and whole GPUs."""
+    requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+    resources: dict[str, Any] = {"requests": requests}
+    if pod.num_gpu:
+        requests[GPU] = str(pod.num_gpu)
+        resources["limits"] = {GPU: str(pod.num_gpu)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "containers": [{"name": "main", "image": "bench:1", "resources": resources}],
+        },
+    }
+
+
+def create_all(plane: ControlPlane, bodies: Sequence[dict[str, Any]], threads: int = 8) -> float:
+    """POST every Node or Pod body with `threads` clients; seconds taken."""
+    local = threading.local()
+
+    def create(body: dict[str, Any]) -> None:
+        if not hasattr(local, "core"):
+            local.core = client.CoreV1Api(plane.api_client())
+        if body["kind"] == "Node":
+            local.core.create_node(body, _preload_content=False)
+        else:
+            local.core.create_namespaced_pod(NAMESPACE, body, _preload_content=False)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(create, bodies, chunksize=32):
+            pass
+    return time.perf_counter() - started
+
+
+class PodWatch:
+    """Follows the pods of NAMESPACE through one streaming watch: where each is bound, and
+    which a scheduler tried and marked unschedulable (condition PodScheduled=False)."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.core = client.CoreV1Api(plane.api_client())
+        self.bound: dict[str, str] = {}
+        self.unschedulable: set[str] = set()
+        self.events = 0
+        self._stop = threading.Event()
+        listed = self.core.list_namespaced_pod(NAMESPACE, limit=1)
+        self._version = str(listed.metadata.resource_version)
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                response = self.core.list_namespaced_pod(
+                    NAMESPACE, watch=True, resource_version=self._version,
+                    allow_watch_bookmarks=True, timeout_seconds=1800, _preload_content=False,
+                )  # fmt: skip
+                pending = b""
+                for chunk in response.stream(1 << 16):
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            self._event(json.loads(line))
+                    if self._stop.is_set():
+                        break
+                response.release_conn()
+            except Exception as error:  # reconnect from the last version seen
+                if not self._stop.is_set():
+                    print(f"pod watch: {error!r}; reconnecting", file=sys.stderr, flush=True)
+                    time.sleep(0.5)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind, obj = event["type"], event["object"]
+        if kind == "ERROR":
+            raise RuntimeError(f"watch error: {obj}")
+        self._version = obj["metadata"]["resourceVersion"]
+        if kind == "BOOKMARK":
+            return
+        self.events += 1
+        name = obj["metadata"]["name"]
+        if kind == "DELETED":
+            self.bound.pop(name, None)
+            self.unschedulable.discard(name)
+            return
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node:
+            self.bound[name] = node
+            self.unschedulable.discard(name)
+            return
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions):
+            self.unschedulable.add(name)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def wait_until(what: str, ready: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not done after {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def ready_nodes(core: client.CoreV1Api) -> int:
+    """Nodes kwok has made Ready."""
+    response = core.list_node(_preload_content=False)
+    items = json.loads(response.data)["items"]
+    return sum(
+        1
+        for node in items
+        for c in (node.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Ready" and c.get("status") == "True"
+    )
+
+
+@dataclass
+class Cluster:
+    """A fresh control plane with its kwok nodes and this run's pods, not yet scheduled."""
+
+    plane: ControlPlane
+    watch: PodWatch
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def prepared_cluster(nodes: Sequence[Node], pods: Sequence[dict[str, Any]]) -> Iterator[Cluster]:
+    """Control plane up, CRDs installed, nodes created and Ready, pods created (unbound)."""
+    started = time.perf_counter()
+    with (
+        running_control_plane(kwok=True, extra_apiserver_args=NO_NODE_TAINTS) as plane,
+        plane.api_client() as api,
+    ):
+        timings = {"control_plane_start_s": time.perf_counter() - started}
+        core = client.CoreV1Api(api)
+        for namespace in (NAMESPACE, "voltpack-system"):
+            core.create_namespace({"metadata": {"name": namespace}})
+        extensions = client.ApiextensionsV1Api(api)
+        for path in sorted(CRDS.glob("*.yaml")):
+            extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+        timings["node_create_s"] = create_all(plane, [kwok_node(n) for n in nodes])
+        mark = time.perf_counter()
+        wait_until("kwok makes the nodes Ready", lambda: ready_nodes(core) >= len(nodes), 600)
+        timings["nodes_ready_wait_s"] = time.perf_counter() - mark
+        watch = PodWatch(plane)
+        try:
+            timings["pod_create_s"] = create_all(plane, pods)
+            timings["node_create_per_s"] = len(nodes) / timings["node_create_s"]
+            timings["pod_create_per_s"] = len(pods) / timings["pod_create_s"]
+            yield Cluster(plane, watch, {k: round(v, 2) for k, v in timings.items()})
+        finally:
+            watch.stop()
+
+
+@contextlib.contextmanager
+def started(contender: Contender, cluster: Cluster, tag: str) -> Iterator[subprocess.Popen[bytes]]:
+    log = cluster.plane.workdir / f"{tag}.log"
+    process = contender.start(cluster.plane, log)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def check_alive(process: subprocess.Popen[bytes], log: Path) -> None:
+    if process.poll() is not None:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise RuntimeError(f"the scheduler exited with status {process.returncode}:\n{tail}")
+
+
+_last_progress = [0.0]
+
+
+def progress(contender: Contender, watch: PodWatch, begin: float) -> None:
+    """Every 15 s on stderr: pods bound and marked unschedulable so far."""
+    now = time.perf_counter()
+    if now - _last_progress[0] >= 15:
+        _last_progress[0] = now
+        print(f"  {contender.scheduler} ({contender.config}): {now - begin:.0f} s, "
+              f"{len(watch.bound)} bound, {len(watch.unschedulable)} unschedulable",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def throughput_run(
+    contender: Contender, node_count: int, pod_count: int, timeout_s: float
+) -> dict[str, Any]:
+    """Pods bound per second from the scheduler's start until all `pod_count` are bound."""
+    nodes = [Node.empty(name=f"bench-node-{i:05d}", cpu_milli=96000, memory_mib=1536000,
+                        gpu_count=16, gpu_model="V100M32") for i in range(node_count)]  # fmt: skip
+    one_gpu = Pod(name="one-gpu", cpu_milli=1000, memory_mib=4096, num_gpu=1, gpu_milli=1000)
+    pods = [bench_pod(f"bench-{i:05d}", one_gpu, contender.scheduler_name)
+            for i in range(pod_count)]  # fmt: skip
+    with prepared_cluster(nodes, pods) as cluster:
+        before = load()
+        tag = "scheduler"
+        begin = time.perf_counter()
+        with started(contender, cluster, tag) as process:
+            deadline = begin + timeout_s
+            while len(cluster.watch.bound) < pod_count and time.perf_counter() < deadline:
+                check_alive(process, cluster.plane.workdir / f"{tag}.log")
+                progress(contender, cluster.watch, begin)
+                time.sleep(0.05)
+            elapsed = time.perf_counter() - begin
+        bound = len(cluster.watch.bound)
+        return {
+            "scheduler": contender.scheduler,
+            "config": contender.config,
+            "nodes": node_count,
+            "pods": pod_count,
+            "pods_per_s": round(bound / elapsed, 1),
+            "bound": bound,
+            "complete": bound >= pod_count,
+            "seconds": round(elapsed, 2),
+            "loadavg_before": before,
+            "loadavg_after": load(),
+            **contender.describe(),
+            **cluster.timings,
+        }
+
+
+@dataclass(frozen=True)
+class PackingInput:
+    """The openb nodes and the arrivals replayed on them."""
+
+    nodes: list[Node]
+    arrivals: list[Pod]
+    skipped_sharing: int
+    trace_pods: int
+    cloned: int
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(node.gpu_count for node in self.nodes)
+
+
+def packing_input(node_limit: int | None) -> PackingInput:
+    """openb's default trace, whole-GPU and CPU-only pods, in trace order and then the FGD
+    protocol's random copies (seed 42), cut where GPU demand would pass 130% of the GPUs.
+
+    `node_limit`: an evenly spaced subset of the nodes (every k-th), for quick runs.
+    """
+    data = openb_dir()
+    nodes = load_nodes(data / OPENB_NODES)
+    if node_limit is not None and node_limit < len(nodes):
+        step = len(nodes) / node_limit
+        nodes = [nodes[int(i * step)] for i in range(node_limit)]
+    trace = load_pods(data / OPENB_DEFAULT_PODS)
+    kept = [pod for pod in trace if not pod.is_gpu_sharing]
+    capacity_milli = sum(n.gpu_count for n in nodes) * 1000
+    rng = np.random.default_rng(SEED)
+    ordered = arrival_order(kept, "creation", rng)
+    inflated = inflate(ordered, kept, capacity_milli, DEMAND_RATIO, rng)
+    arrivals, demand = [], 0
+    for pod in inflated:
+        if demand + pod.gpu_request_milli > DEMAND_RATIO * capacity_milli:
+            break
+        demand += pod.gpu_request_milli
+        arrivals.append(pod)
+    cloned = max(len(arrivals) - len(kept), 0)
+    return PackingInput(nodes, arrivals, len(trace) - len(kept), len(trace), cloned)
+
+
+def gpu_figures(data: PackingInput, bound: dict[str, str]) -> dict[str, Any]:
+    """Allocated share of the GPUs and idle GPUs (GPUs no bound pod holds), from the bindings."""
+    gpus = {f"p-{i:05d}": pod.num_gpu for i, pod in enumerate(data.arrivals)}
+    used: dict[str, int] = {}
+    for pod, node in bound.items():
+        used[node] = used.get(node, 0) + gpus.get(pod, 0)
+    capacity = {node.name: node.gpu_count for node in data.nodes}
+    over = {n: u for n, u in used.items() if u > capacity.get(n, 0)}
+    if over:
+        raise RuntimeError(f"nodes given more GPUs than they have: {over}")
+    allocated = sum(used.values())
+    total = data.total_gpus
+    gpu_pods = [name for name, count in gpus.items() if count]
+    return {
+        "allocation_pct": round(100 * allocated / total, 2),
+        "idle_gpus": total - allocated,
+        "allocated_gpus": allocated,
+        "total_gpus": total,
+        "pods_bound": len(bound),
+        "gpu_pods_unbound": sum(1 for name in gpu_pods if name not in bound),
+        "cpu_pods_unbound": sum(1 for n, c in gpus.items() if not c and n not in bound),
+        "nodes_with_idle_gpus": sum(
+            1 for n in data.nodes if n.gpu_count and used.get(n.name, 0) < n.gpu_count
+        ),
+    }
+
+
+def packing_run(
+    contender: Contender, data: PackingInput, settle_s: float, timeout_s: float
+) -> dict[str, Any]:
+    """Replay the arrivals (created before the scheduler starts) and wait until binding settles:
+    no new binding for `settle_s` after the first, and for kube-scheduler every pod attempted."""
+    pods = [bench_pod(f"p-{i:05d}", pod, contender.scheduler_name)
+            for i, pod in enumerate(data.arrivals)]  # fmt: skip
+    with prepared_cluster(data.nodes, pods) as cluster:
+        watch, before, tag = cluster.watch, load(), "scheduler"
+        begin = time.perf_counter()
+        with started(contender, cluster, tag) as process:
+            count, changed = 0, time.perf_counter()
+            while time.perf_counter() < begin + timeout_s:
+                check_alive(process, cluster.plane.workdir / f"{tag}.log")
+                progress(contender, watch, begin)
+                now = time.perf_counter()
+                if len(watch.bound) != count:
+                    count, changed = len(watch.bound), now
+                attempted = len(watch.bound) + len(watch.unschedulable) >= len(pods)
+                everyone = attempted or contender.scheduler == "voltpack"
+                if count and everyone and now - changed >= settle_s:
+                    break
+                time.sleep(0.2)
+            settled = time.perf_counter() - begin
+            last_bind = changed - begin
+            bound = dict(watch.bound)
+        return {
+            "scheduler": contender.scheduler,
+            "config": contender.config,
+            **gpu_figures(data, bound),
+            "pods": len(pods),
+            "seconds_to_last_binding": round(last_bind, 1),
+            "seconds_to_settled": round(settled, 1),
+            "loadavg_before": before,
+            "loadavg_after": load(),
+            **contender.describe(),
+            **cluster.timings,
+        }
+
+
+def simulator_reference(data: PackingInput) -> dict[str, Any]:
+    """voltpack's simulator on the same nodes and arrivals with the same policy (fgd)."""
+    arrivals = [p.model_copy(update={"creation_time_s": float(i)})
+                for i, p in enumerate(data.arrivals)]  # fmt: skip
+    capacity = data.total_gpus * 1000
+    demand = sum(p.gpu_request_milli for p in arrivals)
+    result = run_experiment(
+        data.nodes, arrivals, load_policy(example_policy_path("fgd")), SEED,
+        target_demand_ratio=demand / capacity * (1 - 1e-9), order="creation",
+    )  # fmt: skip
+    allocated = result.allocation_ratio_pct[-1]
+    return {
+        "scheduler": "voltpack simulator",
+        "config": "fgd, same arrivals",
+        "allocation_pct": round(allocated, 2),
+        "idle_gpus": round((100 - allocated) / 100 * data.total_gpus),
+    }
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for name in ("kube-apiserver", "kube-scheduler", "etcd", "kwok"):
+        done = subprocess.run([str(bin_dir() / name), "--version"], capture_output=True,
+                              text=True, timeout=30, check=False)  # fmt: skip
+        out[name] = (done.stdout or done.stderr).strip().splitlines()[0]
+    return out
+
+
+def markdown(figures: dict[str, Any]) -> str:
+    lines = [
+        "# kube-scheduler and voltpack side by side on a real control plane",
+        "",
+        "etcd + kube-apiserver + kwok (fake nodes), a fresh control plane per run; each scheduler "
+        "runs as its own process and the clock starts with it. Measured on a shared 2-core "
+        "machine (see the 1-minute load averages): re-run on a quiet machine before quoting.",
+    ]
+    if figures["throughput"]:
+        lines += [
+            "",
+            "## Throughput (single-GPU pods, 16-GPU nodes)",
+            "",
+            "| scheduler | config | nodes | pods | pods/s | bound | s | load before/after |",
+            "|---|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in figures["throughput"]:
+            lines.append(
+                f"| {r['scheduler']} | {r['config']} | {r['nodes']:,} | {r['pods']:,} | "
+                f"{r['pods_per_s']:.1f} | {r['bound']:,} | {r['seconds']:.1f} | "
+                f"{r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
+            )
+    if figures["packing"]:
+        packing = figures["packing_input"]
+        lines += [
+            "",
+            "## Packing (openb default trace, whole-GPU and CPU-only pods, 130% GPU demand)",
+            "",
+            f"{packing['nodes']:,} nodes, {packing['total_gpus']:,} GPUs; {packing['pods']:,} "
+            f"pods ({packing['cloned']:,} of them the FGD protocol's random copies); "
+            f"{packing['skipped_gpu_sharing']:,} GPU-sharing pods of the trace skipped. "
+            "Idle GPUs: GPUs no bound pod holds.",
+            "",
+            "| scheduler | config | allocation | idle GPUs | GPU pods unbound | load before/after "
+            "|",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for r in figures["packing"]:
+            lines.append(
+                f"| {r['scheduler']} | {r['config']} | {r['allocation_pct']:.2f}% | "
+                f"{r['idle_gpus']:,} | {r['gpu_pods_unbound']:,} | "
+                f"{r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
+            )
+        sim = figures["simulator_reference"]
+        lines += [
+            "",
+            f"voltpack's simulator, same nodes, arrivals and policy: {sim['allocation_pct']:.2f}% "
+            f"allocated, {sim['idle_gpus']:,} idle GPUs.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="results folder")
+    parser.add_argument("--nodes", type=int, default=5000, help="throughput: 16-GPU nodes")
+    parser.add_argument("--pods", type=int, default=10_000, help="throughput: single-GPU pods")
+    parser.add_argument("--packing-nodes", type=int, default=None,
+                        help="packing: evenly spaced subset of openb's 1,213 nodes")  # fmt: skip
+    parser.add_argument("--quick", action="store_true",
+                        help="200 nodes / 1,000 pods, 200-node packing")  # fmt: skip
+    parser.add_argument("--only", choices=("throughput", "packing"), default=None)
+    parser.add_argument("--timeout", type=float, default=1800.0, help="per run, seconds")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the control plane on kill
+    if args.quick:
+        args.nodes, args.pods = 200, 1000
+        args.packing_nodes = args.packing_nodes or 200
+    settle_s = 10.0 if args.quick else 20.0
+    wall = time.perf_counter()
+    figures: dict[str, Any] = {"versions": versions(), "throughput": [], "packing": []}
+    if args.only != "packing":
+        for contender in (KUBE_DEFAULT, KUBE_RAISED, VOLTPACK):
+            row = throughput_run(contender, args.nodes, args.pods, args.timeout)
+            print(json.dumps(row), flush=True)
+            figures["throughput"].append(row)
+    if args.only != "throughput":
+        data = packing_input(args.packing_nodes)
+        figures["packing_input"] = {
+            "trace": OPENB_DEFAULT_PODS, "nodes": len(data.nodes), "total_gpus": data.total_gpus,
+            "trace_pods": data.trace_pods, "skipped_gpu_sharing": data.skipped_sharing,
+            "pods": len(data.arrivals), "cloned": data.cloned, "seed": SEED,
+            "demand_ratio": DEMAND_RATIO, "settle_s": settle_s,
+        }  # fmt: skip
+        for contender in (KUBE_LEAST, KUBE_MOST, VOLTPACK):
+            row = packing_run(contender, data, settle_s, args.timeout)
+            print(json.dumps(row), flush=True)
+            figures["packing"].append(row)
+        figures["simulator_reference"] = simulator_reference(data)
+    figures["wall_s"] = round(time.perf_counter() - wall, 1)
+    save("k8s_side_by_side", figures, markdown(figures), args.out)
+
+
+if __name__ == "__main__":
+    main()
