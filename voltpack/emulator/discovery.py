@@ -81,7 +81,7 @@ def storage_version_hash(group: str, version: str, kind: str) -> str:
     return base64.b64encode(digest[:8]).decode()
 
 
-def _verbs(rtype: ResourceType) -> list[str]:
+def verbs_of(rtype: ResourceType) -> list[str]:
     if not rtype.custom:
         return list(rtype.verbs)
     return [verb for verb in CUSTOM_VERB_ORDER if verb in rtype.verbs]
@@ -93,7 +93,7 @@ def _resource_entry(rtype: ResourceType) -> list[JsonObj]:
         "singularName": rtype.singular,
         "namespaced": rtype.namespaced,
         "kind": rtype.kind,
-        "verbs": _verbs(rtype),
+        "verbs": verbs_of(rtype),
     }
     if rtype.short_names:
         entry["shortNames"] = list(rtype.short_names)

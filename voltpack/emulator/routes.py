@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from voltpack.emulator import discovery, protobuf, reviews
+from voltpack.emulator import aggregated, discovery, protobuf, reviews
 from voltpack.emulator.auth import RequestIdentity, request_user
 from voltpack.emulator.errors import (
     ApiError,
@@ -289,6 +289,12 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return respond(request, {"paths": sorted(paths)})
     if path == "/version":
         return respond(request, discovery.version_info(state.config.kubernetes_version))
+    if path in ("/api", "/apis") and aggregated.wanted(request.headers.get("Accept", "")):
+        discovered = aggregated.discovery_list(state.registry, legacy=path == "/api")
+        return web.Response(
+            body=json.dumps(discovered, separators=(",", ":")).encode(),
+            headers={"Content-Type": aggregated.MEDIA_TYPE, "Cache-Control": "no-cache, private"},
+        )
     if path == "/api":
         return respond(request, discovery.api_versions(request.host))
     if path == "/apis":
