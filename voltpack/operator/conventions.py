@@ -31,6 +31,10 @@ QUEUE_ANNOTATION = "voltpack.io/queue"
 """The Queue a pod's gang belongs to (default: `default`); GPUJob workers get the job's queue."""
 PREEMPTIBLE_ANNOTATION = "voltpack.io/preemptible"
 """`true`: a higher-priority gang of the same queue may preempt the pod's gang."""
+PRIORITY_ANNOTATION = "voltpack.io/priority"
+"""A pod's scheduling priority for voltpack (GPUJob workers carry the job's): a real API server
+refuses an explicit `spec.priority` that its PriorityClass (none: 0) does not give. Without the
+annotation the pod's `spec.priority` counts."""
 DURATION_ANNOTATION = "voltpack.io/duration-seconds"
 """Trace replay: how long the emulator lets the pod run."""
 

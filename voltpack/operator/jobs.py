@@ -22,6 +22,7 @@ from voltpack.operator.conventions import (
     PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
+    PRIORITY_ANNOTATION,
     QUEUE_ANNOTATION,
     RANK_ANNOTATION,
     RDMA_PERCENT_ANNOTATION,
@@ -60,6 +61,8 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
     }
     if spec.preemptible:
         annotations[PREEMPTIBLE_ANNOTATION] = "true"
+    if spec.priority:
+        annotations[PRIORITY_ANNOTATION] = str(spec.priority)
     if spec.gpu_milli is not None:
         annotations[GPU_MILLI_ANNOTATION] = str(spec.gpu_milli)
     if spec.gpu_models:
@@ -67,8 +70,6 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
     annotations.update(_topology_annotations(spec))
     pod_spec = template.get("spec") or {}
     pod_spec["schedulerName"] = SCHEDULER_NAME
-    if spec.priority:
-        pod_spec["priority"] = spec.priority
     containers = pod_spec.get("containers") or [{"name": "worker", "image": "busybox"}]
     pod_spec["containers"] = containers
     if spec.gpus_per_worker and spec.gpu_milli is None:

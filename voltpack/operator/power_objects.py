@@ -25,7 +25,7 @@ from voltpack.operator.conventions import (
     REQUEST_DRIVEN_OWNERS,
     WORKLOAD_ANNOTATION,
 )
-from voltpack.operator.translate import gpu_indices, pod_from_k8s
+from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_priority
 from voltpack.policies.power.ladder import ActionLadder, GpuSetting
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import DomainReport
@@ -239,8 +239,14 @@ def high_priority_gpus(
     pods: Sequence[dict[str, Any]], min_priority: int
 ) -> tuple[dict[str, set[int]], set[str]]:
     """GPUs running pods whose priority is at least `min_priority`."""
-    return gpus_running(pods, lambda pod: int((pod.get("spec") or {}).get("priority") or 0)
-                        >= min_priority)  # fmt: skip
+
+    def is_high(pod: dict[str, Any]) -> bool:
+        try:
+            return pod_priority(pod) >= min_priority
+        except InvalidRequestError:
+            return True  # cannot tell: protect its GPUs, the safe side for its work
+
+    return gpus_running(pods, is_high)
 
 
 def is_throughput_bound(pod: dict[str, Any]) -> bool:

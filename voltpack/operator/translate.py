@@ -19,6 +19,7 @@ from voltpack.operator.conventions import (
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
     NICS_ANNOTATION,
+    PRIORITY_ANNOTATION,
     RDMA_PERCENT_ANNOTATION,
     RDMA_PERCENT_RESOURCE,
     SCHEDULER_NAME,
@@ -85,11 +86,26 @@ def pod_from_k8s(pod: dict[str, Any]) -> Pod:
             num_gpu=num_gpu,
             gpu_milli=gpu_milli,
             gpu_models=models,
-            priority=int(pod.get("spec", {}).get("priority") or 0),
+            priority=pod_priority(pod),
             rdma_percent=rdma_percent,
         )
     except ValidationError as exc:
         raise InvalidRequestError(str(exc.errors()[0]["msg"])) from None
+
+
+def pod_priority(pod: dict[str, Any]) -> int:
+    """The pod's `voltpack.io/priority` annotation, else its `spec.priority` (0 without)."""
+    meta = pod.get("metadata") or {}
+    text = (meta.get("annotations") or {}).get(PRIORITY_ANNOTATION)
+    if text is None:
+        return int(pod.get("spec", {}).get("priority") or 0)
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidRequestError(
+            f"pod {meta.get('namespace', 'default')}/{meta.get('name')}: annotation "
+            f"{PRIORITY_ANNOTATION}={text!r} is not an integer"
+        ) from None
 
 
 def _rdma_percent(pod: dict[str, Any], key: str, annotations: dict[str, str]) -> int:

@@ -1,0 +1,503 @@
+"""The operator's scenarios on both backends: voltpack's emulator and a real control plane
+(kube-apiserver + etcd + kwok, built by `make k8s`), through the official client and kubectl.
+
+Each scenario runs once per backend (`cluster` is parametrised). The real plane is started once
+for the module and emptied between tests (`RealCluster.reset`); the emulator is fresh per test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.fakes.nvml import STATE_ENV, FakeGpu, write_state
+from tests.fakes.state_file import update_state
+from tests.integration.backends import (
+    Cluster,
+    EmulatorCluster,
+    RealCluster,
+    operator_in_thread,
+    settle,
+    wait_gone,
+)
+from tests.integration.conftest import gpu_job_manifest, pod_manifest, wait_for
+from tests.integration.services import missing_service
+from tests.integration.test_operator import bound, gpu_usage_is_consistent, pods_of
+from tests.integration.test_power_loop import (
+    BUDGET,
+    BUDGET_W,
+    HIGH,
+    LOCK_MHZ,
+    LOW,
+    NODE,
+    RACK_LABEL,
+    Agent,
+    FakeClock,
+    power_budget,
+)
+from tests.integration.test_power_loop import POLICY as POWER_POLICY
+from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from voltpack.emulator import EmulatorConfig, running_emulator
+from voltpack.model import Node
+from voltpack.operator import cache
+from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.operator.runner import OperatorConfig
+from voltpack.policies.schema import parse_policy, policy_for_strategy
+from voltpack.telemetry.nvml import NvmlBackend
+
+GROUP, VERSION = "voltpack.io", "v1alpha1"
+LEASE_NAMESPACE = "voltpack-system"
+BACKENDS = ["emulator", "real"]
+WAIT_S = 30.0
+PREEMPTION_POLICY = """\
+apiVersion: voltpack.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: preemption}
+spec:
+  scoring: {strategy: best-fit}
+  queueing: {min_runtime_s: 0, priority_preemption: true}
+"""
+
+
+def a100s(count: int, prefix: str = "a100") -> list[Node]:
+    return [Node.empty(f"{prefix}-{i}", 64_000, 512_000, 8, "A100") for i in range(count)]
+
+
+SHUTDOWN_ARGS = ("--shutdown-watch-termination-grace-period=2s",)
+"""Without it kube-apiserver ignores SIGTERM while a watch is open (the stopped operators'
+cache threads keep theirs up to 30 s) and is killed after 15 s."""
+
+
+def _real_plane(*apiserver_args: str) -> Iterator[ControlPlane]:
+    missing = missing_binaries(kwok=True)
+    if missing:
+        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
+    args = (*SHUTDOWN_ARGS, *apiserver_args)
+    with running_control_plane(kwok=True, extra_apiserver_args=args) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def real_plane() -> Iterator[ControlPlane]:
+    """One real control plane (default apiserver settings) for the whole module."""
+    yield from _real_plane()
+
+
+@pytest.fixture(scope="module")
+def uncached_plane() -> Iterator[ControlPlane]:
+    """A real plane whose apiserver sends watches to etcd (no watch cache): the only way
+    etcd compaction reaches a resumed watch as 410 (the watch cache serves its own window)."""
+    yield from _real_plane("--watch-cache=false")
+
+
+def _cluster(
+    kind: str, plane_fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Cluster]:
+    """A fresh emulator, or the module's real plane emptied; voltpack-system and the CRDs."""
+    if kind == "emulator":
+        config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=3600)
+        with running_emulator(nodes=[], config=config) as emulator:
+            cluster: Cluster = EmulatorCluster(emulator, tmp_path)
+            cluster.ensure_namespace(LEASE_NAMESPACE)
+            cluster.install_crds()
+            yield cluster
+        return
+    real = RealCluster(request.getfixturevalue(plane_fixture))
+    real.reset()
+    real.ensure_namespace(LEASE_NAMESPACE)
+    real.install_crds()
+    try:
+        yield real
+    finally:
+        real.reset()
+
+
+@pytest.fixture(params=BACKENDS)
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _cluster(request.param, "real_plane", request, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS)
+def expiring_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _cluster(request.param, "uncached_plane", request, tmp_path)
+
+
+@pytest.fixture
+def api(cluster: Cluster) -> Iterator[client.ApiClient]:
+    with cluster.api_client() as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+def operator_config(
+    identity: str = "op-a", policy: str = "best-fit", **extra: Any
+) -> OperatorConfig:
+    parsed = parse_policy(policy) if "\n" in policy else policy_for_strategy(policy)
+    settings: dict[str, Any] = {"cycle_interval_s": 0.05, "lease_duration_s": 2, "power": False}
+    return OperatorConfig(policy=parsed, identity=identity, namespace=LEASE_NAMESPACE,
+                          **{**settings, **extra})  # fmt: skip
+
+
+def events(core: client.CoreV1Api, reason: str, namespace: str = "default") -> list[Any]:
+    return [e for e in core.list_namespaced_event(namespace).items if e.reason == reason]
+
+
+def get_job(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", name)  # type: ignore[no-any-return]
+
+
+def create_job(custom: client.CustomObjectsApi, body: dict[str, Any]) -> dict[str, Any]:
+    return custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", body)  # type: ignore[no-any-return]
+
+
+def test_chart_crds_are_served_and_validate_gpujobs(
+    cluster: Cluster, custom: client.CustomObjectsApi
+) -> None:
+    names = cluster.install_crds()  # again: existing CRDs are kept
+    assert "gpujobs.voltpack.io" in names and "gpunodes.voltpack.io" in names
+    with pytest.raises(ApiException) as refused:
+        create_job(custom, gpu_job_manifest("bad", workers=0, gpus=1))
+    assert refused.value.status == 422
+    assert "spec.workers" in refused.value.body
+    created = create_job(custom, gpu_job_manifest("good", workers=2, gpus=1))
+    assert get_job(custom, "good")["metadata"]["uid"] == created["metadata"]["uid"]
+    if isinstance(cluster, RealCluster):  # the emulator does not evaluate CEL rules
+        with pytest.raises(ApiException) as cel:
+            create_job(custom, gpu_job_manifest("cel", workers=2, gpus=1, minWorkers=3))
+        assert cel.value.status == 422
+        assert "minWorkers must not exceed workers" in cel.value.body
+
+
+def test_a_gang_binds_whole_and_one_that_cannot_fit_binds_nothing(
+    cluster: Cluster, core: client.CoreV1Api, tmp_path: Path
+) -> None:
+    cluster.add_gpu_nodes(a100s(2))
+    for index in range(4):
+        gang = {"voltpack.io/pod-group": "train", "voltpack.io/min-members": "4"}
+        core.create_namespaced_pod(
+            "default", pod_manifest(f"train-{index}", gpus=2, annotations=gang)
+        )
+    for index in range(8):  # 24 GPUs: more than the 16 there are
+        gang = {"voltpack.io/pod-group": "huge"}
+        core.create_namespaced_pod(
+            "default", pod_manifest(f"huge-{index}", gpus=3, annotations=gang)
+        )
+    with operator_in_thread(cluster, operator_config()) as operator:
+        wait_for(lambda: len(bound(core, "train-")) == 4, timeout_s=WAIT_S, what="the gang bound")
+        wait_for(lambda: operator.stats.events >= 8, timeout_s=WAIT_S, what="events for huge")
+        wait_for(
+            lambda: all(p.status.phase == "Running" for p in pods_of(core, "train-")),
+            timeout_s=WAIT_S,
+            what="the gang running",
+        )
+    assert operator.stats.bind_failures == 0
+    assert bound(core, "huge-") == []
+    listed = cluster.kubectl(tmp_path / "kubectl").json("get", "events", "-n", "default")["items"]
+    failed = {e["involvedObject"]["name"]: e for e in listed if e["reason"] == "FailedScheduling"}
+    assert set(failed) >= {f"huge-{i}" for i in range(8)}
+    assert "gang default/huge" in failed["huge-0"]["message"]
+    assert failed["huge-0"]["source"]["component"] == "voltpack"
+    assert failed["huge-0"]["type"] == "Warning"
+    gpu_usage_is_consistent(core)
+
+
+def test_gpujobs_get_conditions_owned_workers_and_a_finalizer_that_cleans_up(
+    cluster: Cluster, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    cluster.add_gpu_nodes(a100s(2))
+    fits = create_job(custom, gpu_job_manifest("fits", workers=2, gpus=4))
+    create_job(custom, gpu_job_manifest("never", workers=3, gpus=8))
+    with operator_in_thread(cluster, operator_config()):
+        wait_for(
+            lambda: (
+                get_job(custom, "fits").get("status", {}).get("phase") in ("Scheduled", "Running")
+            ),
+            timeout_s=WAIT_S,
+            what="job 'fits' scheduled",
+        )
+        never = wait_for(
+            lambda: next(
+                (c for c in get_job(custom, "never").get("status", {}).get("conditions") or []
+                 if c.get("reason") == "Unschedulable"),
+                None,
+            ),
+            timeout_s=WAIT_S,
+            what="job 'never' to say why",
+        )  # fmt: skip
+        assert never["status"] == "False" and "gang default/never" in never["message"]
+        job_events = [
+            e for e in events(core, "FailedScheduling") if e.involved_object.kind == "GPUJob"
+        ]
+        assert [e.involved_object.name for e in job_events] == ["never"]
+
+        workers = bound(core, "fits-worker-")
+        assert len(workers) == 2
+        for worker in workers:
+            (owner,) = worker.metadata.owner_references
+            assert (owner.kind, owner.name, owner.uid) == (
+                "GPUJob",
+                "fits",
+                fits["metadata"]["uid"],
+            )
+            assert owner.controller is True
+        assert "voltpack.io/worker-cleanup" in get_job(custom, "fits")["metadata"]["finalizers"]
+
+        # no garbage collector runs on the real plane: the operator itself removes the workers
+        for name in ("fits", "never"):
+            custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", name)
+        for name in ("fits", "never"):
+            wait_gone(custom.get_namespaced_custom_object, GROUP, VERSION, "default", "gpujobs",
+                      name, what=f"GPUJob {name} deleted")  # fmt: skip
+        wait_for(lambda: pods_of(core, "fits-") == [] and pods_of(core, "never-") == [],
+                 timeout_s=WAIT_S, what="the workers deleted")  # fmt: skip
+
+
+def test_two_replicas_one_leads_and_the_other_takes_over(
+    cluster: Cluster, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    cluster.add_gpu_nodes(a100s(1))
+    for index in range(4):
+        core.create_namespaced_pod("default", pod_manifest(f"r-{index}", gpus=1))
+    with ExitStack() as stack_a, ExitStack() as stack_b:
+        a = stack_a.enter_context(operator_in_thread(cluster, operator_config("op-a")))
+        b = stack_b.enter_context(operator_in_thread(cluster, operator_config("op-b")))
+        both = 0
+        for _ in range(200):
+            both += a.elector.is_leader() and b.elector.is_leader()
+            threading.Event().wait(0.005)
+        wait_for(lambda: len(bound(core, "r-")) == 4, timeout_s=WAIT_S, what="4 pods bound")
+        leader, follower, leader_stack = (
+            (a, b, stack_a) if a.elector.is_leader() else (b, a, stack_b)
+        )
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            "voltpack-scheduler", LEASE_NAMESPACE
+        )
+        assert lease.spec.holder_identity == leader.config.identity
+        assert both == 0
+        assert (leader.stats.bound, follower.stats.bound) == (4, 0)
+
+        leader_stack.close()  # the leader stops; the follower takes the Lease and the work
+        wait_for(follower.elector.is_leader, timeout_s=WAIT_S, what="the follower to lead")
+        for index in range(4, 6):
+            core.create_namespaced_pod("default", pod_manifest(f"r-{index}", gpus=1))
+        wait_for(lambda: len(bound(core, "r-")) == 6, timeout_s=WAIT_S, what="6 pods bound")
+        assert follower.stats.bound == 2
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            "voltpack-scheduler", LEASE_NAMESPACE
+        )
+        assert lease.spec.holder_identity == follower.config.identity
+    gpu_usage_is_consistent(core)
+
+
+def test_a_killed_operator_process_is_replaced_without_double_binding(
+    cluster: Cluster, core: client.CoreV1Api, tmp_path: Path
+) -> None:
+    cluster.add_gpu_nodes(a100s(4))  # 32 GPUs
+
+    def operator_process(identity: str) -> subprocess.Popen[bytes]:
+        command = [
+            sys.executable, "-m", "voltpack", "operator", "--policy", "best-fit",
+            "--identity", identity, "--lease-seconds", "2", "--metrics-port", "-1", "--no-power",
+        ]  # fmt: skip
+        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}  # no --server: kubeconfig
+        log = (tmp_path / f"{identity}.log").open("w")
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
+
+    for index in range(24):
+        core.create_namespaced_pod("default", pod_manifest(f"k-{index:02d}", gpus=1))
+    victim = operator_process("victim")
+    try:
+        wait_for(lambda: len(bound(core, "k-")) >= 4, timeout_s=60, what="the victim to bind")
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=10)
+    finally:
+        victim.kill()
+    for index in range(24, 40):  # 40 pods for 32 GPUs: 8 must stay pending
+        core.create_namespaced_pod("default", pod_manifest(f"k-{index:02d}", gpus=1))
+    successor = operator_process("successor")
+    try:
+        wait_for(lambda: len(bound(core, "k-")) == 32, timeout_s=60, what="all 32 GPUs taken")
+        settle(1.0)  # the successor keeps cycling; nothing more may be bound
+        assert len(bound(core, "k-")) == 32
+    finally:
+        successor.send_signal(signal.SIGTERM)
+        successor.wait(timeout=20)
+    assert successor.returncode == 0, (tmp_path / "successor.log").read_text()[-2000:]
+    lease = client.CoordinationV1Api(core.api_client).read_namespaced_lease(
+        "voltpack-scheduler", LEASE_NAMESPACE
+    )
+    assert lease.spec.holder_identity in (None, "successor")  # released on SIGTERM
+    gpu_usage_is_consistent(core)
+    log = (tmp_path / "successor.log").read_text()
+    assert "Traceback" not in log, log[-2000:]
+
+
+def test_a_watch_that_expires_is_relisted_and_scheduling_goes_on(
+    expiring_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = expiring_cluster
+    monkeypatch.setattr(cache, "WATCH_TIMEOUT_S", 2)  # watches end (and resume) every 2 s
+    cluster.add_gpu_nodes(a100s(1))
+    with cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod("default", pod_manifest("before", gpus=1))
+        with operator_in_thread(cluster, operator_config()) as operator:
+            wait_for(
+                lambda: (
+                    ((operator.pods.get("default/before") or {}).get("status") or {}).get("phase")
+                    == "Running"
+                ),
+                timeout_s=WAIT_S,
+                what="the operator's cache to see the first pod running",
+            )  # no pod event is still to come: the cache's resourceVersion stays where it is
+            relists = operator.pods.relists
+            for name in ("later-0", "later-1"):  # etcd keeps the revision it compacts at
+                core.create_namespaced_config_map("default", {"metadata": {"name": name}})
+            cluster.compact()  # the pods cache's resourceVersion is now history
+            wait_for(lambda: operator.pods.relists > relists, timeout_s=WAIT_S, what="a relist")
+            core.create_namespaced_pod("default", pod_manifest("after", gpus=1))
+            wait_for(lambda: len(bound(core, "after")) == 1, timeout_s=WAIT_S, what="next pod")
+        gpu_usage_is_consistent(core)
+
+
+def test_a_high_priority_gang_preempts_a_low_priority_one_when_full(
+    cluster: Cluster, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    cluster.add_gpu_nodes(a100s(2))
+    low = gpu_job_manifest("low", workers=2, gpus=8, priority=-5, preemptible=True)
+    create_job(custom, low)
+    with operator_in_thread(cluster, operator_config(policy=PREEMPTION_POLICY)) as operator:
+        wait_for(lambda: len(bound(core, "low-worker-")) == 2, timeout_s=WAIT_S, what="low bound")
+        create_job(custom, gpu_job_manifest("high", workers=1, gpus=8, priority=10))
+        wait_for(lambda: len(bound(core, "high-worker-")) == 1, timeout_s=WAIT_S, what="high bound")
+        wait_for(lambda: operator.stats.evicted_gangs >= 1, timeout_s=WAIT_S, what="an eviction")
+    preempted = {e.involved_object.name: e for e in events(core, "Preempted")}
+    assert {"low-worker-0", "low-worker-1", "low"} <= set(preempted)
+    assert "preempted for gang default/high" in preempted["low-worker-0"].message
+    # the low job lost its gang whole: at most its workers re-created and pending
+    assert len(bound(core, "low-worker-")) == 0
+    gpu_usage_is_consistent(core)
+
+
+def test_a_queue_at_its_limit_says_so_and_its_extra_gang_waits(
+    cluster: Cluster, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    cluster.add_gpu_nodes(a100s(2))
+    queue = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": "capped"},
+             "spec": {"quotas": [{"gpuModel": "A100", "limit": 8}]}}  # fmt: skip
+    custom.create_cluster_custom_object(GROUP, VERSION, "queues", queue)
+    create_job(custom, gpu_job_manifest("first", workers=1, gpus=8, queue="capped"))
+    create_job(custom, gpu_job_manifest("second", workers=1, gpus=4, queue="capped"))
+
+    def at_limit() -> dict[str, Any] | None:
+        status = custom.get_cluster_custom_object(GROUP, VERSION, "queues", "capped").get("status")
+        found = [c for c in (status or {}).get("conditions") or [] if c["type"] == "AtLimit"]
+        return found[0] if found and found[0]["status"] == "True" else None
+
+    with operator_in_thread(cluster, operator_config(policy=PREEMPTION_POLICY)):
+        wait_for(lambda: len(bound(core, "first-worker-")) == 1, timeout_s=WAIT_S, what="first")
+        condition = wait_for(at_limit, timeout_s=WAIT_S, what="the AtLimit condition")
+        waiting = wait_for(
+            lambda: [e for e in events(core, "FailedScheduling")
+                     if e.involved_object.name == "second-worker-0"],
+            timeout_s=WAIT_S,
+            what="an Event on the waiting worker",
+        )  # fmt: skip
+    assert condition["reason"] == "LimitReached"
+    assert "queue capped: A100 8 of limit 8 GPUs" in condition["message"]
+    assert "limit" in waiting[0].message
+    assert bound(core, "second-worker-") == []
+    allocated = custom.get_cluster_custom_object(GROUP, VERSION, "queues", "capped")["status"]
+    assert allocated["allocatedGpus"] == {"A100": 8}
+
+
+def test_the_power_loop_locks_low_priority_gpus_in_the_gpunode_spec(
+    cluster: Cluster,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    fake_nvml_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster.add_gpu_nodes([Node.empty(NODE, 128_000, 1_048_576, 8, "H100-SXM")])
+    core.patch_node(NODE, {"metadata": {"labels": {RACK_LABEL: "r1"}}})
+    custom.create_cluster_custom_object(
+        GROUP, VERSION, "powerbudgets", power_budget(BUDGET, BUDGET_W)
+    )
+    # priority as an annotation: a real apiserver refuses `spec.priority` without a PriorityClass
+    for name, gpus, priority in (("serve", HIGH, 2000), ("train", LOW, 0)):
+        annotations = {"voltpack.io/gpu-indices": ",".join(map(str, gpus)),
+                       "voltpack.io/priority": str(priority)}  # fmt: skip
+        pod = pod_manifest(name, gpus=len(gpus), node_name=NODE, annotations=annotations)
+        core.create_namespaced_pod("default", pod)
+    state = tmp_path / "nvml-state"
+    write_state(state, [FakeGpu(power_mw=100_000) for _ in range(8)])
+    monkeypatch.setenv(STATE_ENV, str(state))
+    clock = FakeClock()
+    backend = NvmlBackend()
+    agent = Agent(GpuNodeSync(custom, NODE, backend, clock=clock.rfc3339))
+    agent.start()
+    config = operator_config("power", POWER_POLICY, power=True, power_interval_s=0.05)
+    try:
+        with operator_in_thread(cluster, config, power_clock=clock):
+
+            def budget_status() -> dict[str, Any]:
+                budget = custom.get_cluster_custom_object(GROUP, VERSION, "powerbudgets", BUDGET)
+                return budget.get("status") or {}  # type: ignore[no-any-return]
+
+            wait_for(lambda: budget_status().get("powerW") == 800, timeout_s=WAIT_S, what="800 W")
+            with agent.lock:
+                update_state(state, {f"gpu.{i}.power_mw": "350000" for i in range(8)})
+
+            def spec_gpus() -> dict[int, Any]:
+                node = custom.get_cluster_custom_object(GROUP, VERSION, "gpunodes", NODE)
+                return {g["index"]: g for g in (node.get("spec") or {}).get("gpus") or []}
+
+            locked = wait_for(
+                lambda: (s := spec_gpus()) and sorted(s) == list(LOW) and s,
+                timeout_s=WAIT_S,
+                what="the GPUNode spec to lock the low-priority GPUs",
+            )
+            assert all(locked[i]["lockedClocks"]["maxMhz"] == LOCK_MHZ for i in LOW)
+            status = wait_for(
+                lambda: (s := budget_status()).get("lockedGpus") == 4 and s,
+                timeout_s=WAIT_S,
+                what="the budget to count 4 locked GPUs",
+            )
+            assert (status["level"], status["powerW"]) == ("stage-1", 2800)
+
+            def reported_locks() -> dict[int, int | None]:
+                node = custom.get_cluster_custom_object(GROUP, VERSION, "gpunodes", NODE)
+                gpus = (node.get("status") or {}).get("gpus") or []
+                return {g["index"]: (g.get("lockedClocks") or {}).get("maxMhz") for g in gpus}
+
+            locks = wait_for(
+                lambda: (r := reported_locks()) and all(r[i] == LOCK_MHZ for i in LOW) and r,
+                timeout_s=WAIT_S,
+                what="the agent to report the locks applied",
+            )
+            assert sorted(locks) == list(range(8))
+            assert all(locks[i] is None for i in HIGH)
+    finally:
+        agent.halt()
+        backend.close()
