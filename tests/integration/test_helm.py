@@ -251,7 +251,8 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
     "create_namespaced_pod": ("", "pods", {"create"}),
     "patch_namespaced_pod": ("", "pods", {"patch"}),
     "delete_namespaced_pod": ("", "pods", {"delete"}),
-    "create_namespaced_binding": ("", "pods/binding", {"create"}),
+    "create_namespaced_pod_binding": ("", "pods/binding", {"create"}),  # pods/<name>/binding
+    "create_namespaced_binding": ("", "bindings", {"create"}),  # POST bindings: another grant
     "create_namespaced_event": ("", "events", {"create"}),
     "read_namespaced_lease": ("coordination.k8s.io", "leases", {"get"}),
     "replace_namespaced_lease": ("coordination.k8s.io", "leases", {"update"}),
@@ -278,7 +279,7 @@ OPERATOR_MODULES = [
 API_GRANTS = {
     ("", "nodes", "list"), ("", "nodes", "watch"),  # list_node (cached reads, dry-run cache)
     ("", "pods", "list"), ("", "pods", "watch"),  # list_pod_for_all_namespaces
-    ("", "events", "list"),  # list_event_for_all_namespaces: why a pod waits
+    ("", "events", "list"), ("", "events", "watch"),  # why a pod waits (a ResourceCache)
     *{("voltpack.io", p, v) for p in CUSTOM_PLURALS for v in ("list", "watch")},
     ("voltpack.io", "powerbudgets", "patch"),  # a manual cap
     ("voltpack.io", "inferenceservices", "list"),  # inference_admin.py: the plans

@@ -85,7 +85,7 @@ def bind_gang(
             "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
         }
         try:
-            call_json(core.create_namespaced_binding, namespace, body)
+            call_json(core.create_namespaced_pod_binding, name, namespace, body)
         except Exception as error:
             failures[placement.pod] = f"binding failed: {api_message(error)}"
     return failures
