@@ -17,14 +17,18 @@ What it simplifies, compared with a real kube-apiserver:
 - strategic merge patch merges the well-known lists by key (containers by name, env, volumes,
   conditions, ports, ...) and treats finalizers as a set; other lists are replaced;
   `$setElementOrder` is ignored. Server-side apply is create-or-merge, with no field managers;
-- custom resources are validated against their OpenAPI schema, but CEL rules
-  (`x-kubernetes-validations`), list-type uniqueness and string formats are not checked; CRD
-  conversion only rewrites `apiVersion`;
+- custom resources are validated against their OpenAPI schema and their CEL rules
+  (`x-kubernetes-validations`) for a subset of CEL (`cel.py`; other rules, transition rules and
+  messageExpression are not checked); list-type uniqueness and string formats are not checked;
+  CRD conversion only rewrites `apiVersion`;
 - core and events.k8s.io Events are stored apart; foreground deletion acts as background;
+  evictions (`pods/eviction`) always succeed (no PodDisruptionBudgets);
 - no node heartbeats or node leases, and pods stay on a deleted node;
 - protobuf request bodies are decoded for the kinds `kubectl create` and `kubectl auth` send
   (Namespace, ConfigMap, Secret, ServiceAccount, the RBAC kinds and the reviews) only;
   `/openapi/v3` is served without schemas, so `kubectl explain` has nothing;
+- `tests/integration/test_emulator_conformance.py` replays a corpus of voltpack's and kubectl's
+  requests here and on a real kube-apiserver; docs/emulator-conformance.md lists what differs;
 - authentication and authorization (`auth.py`, `rbac.py`, `reviews.py`): the emulator serves
   TokenReview (static tokens of `EmulatorConfig.token_file`, kube-apiserver's
   `--token-auth-file` format, and service-account tokens from `serviceaccounts/<name>/token`,
