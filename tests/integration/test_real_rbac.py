@@ -47,6 +47,7 @@ from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, run
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.api.server import serving
+from voltpack.cli import _publish_loop as publish_loop
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.inference_admin import KubeInferenceSource
@@ -298,14 +299,9 @@ def running_thread(target: Callable[[threading.Event], None]) -> Iterator[None]:
 
 
 def agent_loop(api: client.ApiClient) -> Callable[[threading.Event], None]:
+    """`voltpack agent --publish --backend simulated`'s publisher loop (errors logged, retried)."""
     sync = GpuNodeSync(client.CustomObjectsApi(api), AGENT_NODE, SimulatedBackend("H100-SXM", 8))
-
-    def run(stop: threading.Event) -> None:
-        while not stop.is_set():
-            sync.reconcile_once()  # an error here (a 403) ends the loop: the test sees it
-            stop.wait(0.2)
-
-    return run
+    return partial(publish_loop, sync, 0.2)
 
 
 def operator_config() -> OperatorConfig:
