@@ -514,6 +514,31 @@ def test_groups_share_a_bucket_in_proportion_to_their_planned_rates(
     assert result.requests_served == count
 
 
+def test_a_busy_group_hands_a_request_to_an_able_group_that_starts_it_sooner(
+    h100: ServingProfile,
+) -> None:
+    # three long prompts at once, all planned for group 0; group 1 is planned for nothing
+    # but can serve the bucket within the SLO (capacity_per_s), so it takes the second
+    reqs = requests([0.0, 0.0, 0.0], [3000, 3000, 3000], [10, 10, 10])
+    fleet = plan(reqs, [(h100, "unified", 1), (h100, "unified", 1)])
+    planned_only = replace(
+        fleet,
+        groups=(
+            replace(fleet.groups[0], bucket_rates_per_s={0: 1.0}),
+            replace(fleet.groups[1], bucket_rates_per_s={}),
+        ),
+    )
+    alone = simulate_serving(planned_only, reqs)
+    assert [g.requests for g in alone.groups] == [3, 0]
+    able = replace(
+        planned_only,
+        groups=(planned_only.groups[0], replace(planned_only.groups[1], capacity_per_s={0: 1.0})),
+    )
+    shared = simulate_serving(able, reqs)
+    assert [g.requests for g in shared.groups] == [2, 1]
+    assert np.nanmax(shared.ttft_s) < np.nanmax(alone.ttft_s)
+
+
 def test_unsorted_requests_report_in_input_order(h100: ServingProfile) -> None:
     reqs = requests([4.0, 0.0], [300, 3000], [10, 10])
     result = simulate_serving(plan(reqs, [(h100, "unified", 1)]), reqs)

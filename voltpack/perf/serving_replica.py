@@ -100,6 +100,9 @@ class RequestPlan:
     """Unified or prefill pool of each request, -1 for a request that is not served."""
     decode_pool: NDArray[np.int64]
     """Decode pool of each request whose front pool is a prefill pool, else -1."""
+    front_alternatives: Sequence[tuple[int, ...]] | None = None
+    """Per request, other pools of its front pool's role that may take it instead (None or
+    empty: only its front pool); see `ServingEngine.run`."""
 
 
 @dataclass(frozen=True)
@@ -129,11 +132,27 @@ class _Pool:
         self.index = index
         self.spec = spec
         self.keys = np.zeros(spec.replicas, dtype=np.int64)
+        self.token_s = spec.profile.prefill_token_s
+        """Marginal prefill time of one prompt token: queued tokens x this = the wait."""
         self.chunk_alone_s: dict[int, float] = {}
         self.replicas = [_Replica(engine, self, slot) for slot in range(spec.replicas)]
 
     def pick(self) -> _Replica:
         return self.replicas[int(np.argmin(self.keys))]
+
+    def wait_s(self, replica: _Replica, request: int) -> float:
+        """The router's estimate of how long `request` would wait on `replica`: its queued
+        prompt tokens' prefill; infinite when the request's KV cache cannot fit there or the
+        replica already holds `max_batch` requests."""
+        engine = replica.engine
+        need = engine.prompt[request]
+        if self.spec.role != "prefill":
+            need += engine.output[request]
+            if replica.outstanding >= replica.max_batch:
+                return float("inf")
+        if need > replica.kv_capacity_tokens:
+            return float("inf")
+        return replica.queued_prompt_tokens * self.token_s
 
     def chunk_alone_step_s(self, tokens: int) -> float:
         """Time of an iteration that only prefills `tokens` prompt tokens (memoised)."""
@@ -512,6 +531,7 @@ class ServingEngine:
         self.last_token_s: list[float] = [float("nan")] * count
         self._heap: list[tuple[float, int, int, _Replica, int]] = []
         self._sequence = 0
+        self.alternatives = requests.front_alternatives
         self.pools = [_Pool(self, index, spec) for index, spec in enumerate(pools)]
 
     def push(self, time_s: float, priority: int, replica: _Replica, payload: int) -> None:
@@ -519,9 +539,24 @@ class ServingEngine:
         self._sequence += 1
         heapq.heappush(self._heap, (time_s, priority, self._sequence, replica, payload))
 
+    def route(self, request: int, pool: int) -> _Replica:
+        """The least-loaded replica of `pool`, unless a replica of one of the request's front
+        alternatives would start it sooner (`_Pool.wait_s`; ties keep the planned pool)."""
+        chosen = self.pools[pool].pick()
+        alternatives = self.alternatives[request] if self.alternatives is not None else ()
+        if not alternatives:
+            return chosen
+        best_s = self.pools[pool].wait_s(chosen, request)
+        for other in alternatives:
+            candidate = self.pools[other].pick()
+            wait_s = self.pools[other].wait_s(candidate, request)
+            if wait_s < best_s:
+                chosen, best_s = candidate, wait_s
+        return chosen
+
     def run(self) -> EngineOutcome:
-        """Route each request on arrival to its pool's least-loaded replica and run to the
-        end, i.e. until every served request has left."""
+        """Route each request on arrival (`route`) and run to the end, i.e. until every
+        served request has left."""
         arrival_s: list[float] = self.requests.arrival_s.tolist()
         front: list[int] = self.requests.front_pool.tolist()
         heap = self._heap
@@ -531,7 +566,7 @@ class ServingEngine:
         while True:
             if index < count and (not heap or arrival_s[index] <= heap[0][0]):
                 if front[index] >= 0:
-                    pools[front[index]].pick().accept(index, arrival_s[index])
+                    self.route(index, front[index]).accept(index, arrival_s[index])
                 index += 1
                 continue
             if not heap:

@@ -8,7 +8,11 @@ not by the planner's own arithmetic.
 Routing (`voltpack.policies.inference.routing`): each request's bucket (its position in
 `plan.mix`) selects a front group (unified or prefill) at random in proportion to the
 groups' planned `bucket_rates_per_s`, and for a prefill group also a decode group the same
-way (seeded, so the same seed gives the same result). Inside a group the request goes to the
+way (seeded, so the same seed gives the same result). At its arrival the request starts on
+another group of the same role that can serve its bucket within the SLO when that group's
+least-loaded replica would start it sooner (fewer queued prompt tokens times the time per
+prompt token, a free batch slot, room for its KV cache): the router sends a request where it
+meets the SLO, not only where the plan expected it. Inside a group the request goes to the
 replica with the least outstanding work at the moment it arrives: for prefill replicas the
 prompt tokens not yet prefilled; for unified and decode replicas the requests outstanding
 there (queued, prefilling, running or with KV cache in flight), ties broken by prompt tokens
@@ -163,14 +167,20 @@ def simulate_serving(
     order = np.argsort(arrival_s, kind="stable")
     arrival_s, prompts, outputs = arrival_s[order], prompts[order], outputs[order]
     groups = plan.groups
-    front, decode, unrouted, too_large = route_requests(plan, prompts, outputs, seed)
+    routes = route_requests(plan, prompts, outputs, seed)
+    front, decode, unrouted, too_large = (
+        routes.front,
+        routes.decode,
+        routes.unrouted,
+        routes.too_large,
+    )
 
     engine = ServingEngine(
         [
             PoolSpec(g.profile, g.role, g.replicas, g.max_batch, g.prefill_chunk_tokens)
             for g in groups
         ],
-        RequestPlan(arrival_s, prompts, outputs, front, decode),
+        RequestPlan(arrival_s, prompts, outputs, front, decode, routes.alternatives),
         prefill_token_budget=prefill_token_budget,
         link_bytes_per_s_per_gpu=kv_link_bytes_per_s_per_gpu,
     )

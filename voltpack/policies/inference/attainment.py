@@ -55,13 +55,20 @@ def predicted_attainment(
     prompts = np.array([max(1, round(b.size.prompt_tokens)) for b in buckets])[drawn]
     outputs = np.array([max(1, round(b.size.output_tokens)) for b in buckets])[drawn]
     arrival_s = np.cumsum(rng.exponential(1.0 / plan.rate_per_s, requests))
-    front, decode, _, _ = route_requests(plan, prompts, outputs, seed)
+    routes = route_requests(plan, prompts, outputs, seed)
     engine = ServingEngine(
         [
             PoolSpec(g.profile, g.role, g.replicas, g.max_batch, g.prefill_chunk_tokens)
             for g in plan.groups
         ],
-        RequestPlan(arrival_s, prompts.astype(np.int64), outputs.astype(np.int64), front, decode),
+        RequestPlan(
+            arrival_s,
+            prompts.astype(np.int64),
+            outputs.astype(np.int64),
+            routes.front,
+            routes.decode,
+            routes.alternatives,
+        ),
     )
     outcome = engine.run()
     counted = slice(int(requests * WARMUP_SHARE), None)

@@ -96,7 +96,7 @@ def solve_melange(request: PlanRequest, tables: CapacityTables) -> ServingPlan:
         for column, (b, _s, cc) in enumerate(assignment):
             if cc == c and solution[column] > 0.5:
                 rates[b] = rates.get(b, 0.0) + float(slice_rate[b])
-        capacities = {b: float(capacity[c, b]) for b in rates}
+        capacities = {b: float(rate) for b, rate in enumerate(capacity[c]) if rate > 0}
         groups.append(replica_group(options[c], "unified", replicas, rates, capacities))
     return finished_plan(request, groups, "melange", started, result)
 

@@ -365,7 +365,7 @@ def solve_plan(
             for (r, b, oo), column in model.slice_columns.items()
             if r == role and oo == o and solution[column] > 1e-9
         }
-        capacity = {b: float(tables.capacity[role][o, b]) for b in rates}
+        capacity = {b: float(rate) for b, rate in enumerate(tables.capacity[role][o]) if rate > 0}
         groups.append(replica_group(tables.options[role][o], role, replicas, rates, capacity))
     return finished_plan(request, groups, formulation, started, result)
 

@@ -14,7 +14,8 @@ class ReplicaGroup:
     """`replicas` replicas of one profile in one role.
 
     `bucket_rates_per_s` maps a bucket's position in the plan's mix to the request rate this
-    group is planned to serve of it; `capacity_per_s` holds one replica's capacity for each.
+    group is planned to serve of it; `capacity_per_s` holds one replica's capacity for every
+    bucket it can serve within the SLO (planned or not: a router may send those there).
     """
 
     profile: ServingProfile

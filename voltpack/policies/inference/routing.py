@@ -11,6 +11,7 @@ than one replica of its group holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,16 +19,51 @@ from numpy.typing import NDArray
 from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
 
 
+@dataclass(frozen=True)
+class Routes:
+    """Per request: its planned front and decode group (-1 where none or not served), whether
+    it is unrouted or too large (both groups then -1), and the other groups of its front
+    group's role that serve its bucket or can serve it within the SLO (`capacity_per_s`):
+    the engine starts it there instead when a replica there would start it sooner (a router
+    that sends a request where it meets the SLO, not only where the plan expected it)."""
+
+    front: NDArray[np.int64]
+    decode: NDArray[np.int64]
+    unrouted: NDArray[np.bool_]
+    too_large: NDArray[np.bool_]
+    alternatives: list[tuple[int, ...]]
+
+
 def route_requests(
     plan: ServingPlan, prompts: NDArray[np.int64], outputs: NDArray[np.int64], seed: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
-    """Per request: its front group and its decode group (-1 where none or not served), and
-    whether it is unrouted or too large (both groups then -1)."""
+) -> Routes:
+    """The routes of `prompts`/`outputs` through `plan` (seeded draws)."""
     front, decode, unrouted = _route(plan, prompts, outputs, seed)
     large = too_large(plan.groups, front, decode, prompts, outputs)
     front = np.where(large, -1, front)
     decode = np.where(large, -1, decode)
-    return front, decode, unrouted, large
+    buckets = plan.mix.bucket_of(prompts, outputs)
+    serving: dict[tuple[int, int], tuple[int, ...]] = {}
+    alternatives: list[tuple[int, ...]] = []
+    for bucket, group in zip(buckets.tolist(), front.tolist(), strict=True):
+        if group < 0:
+            alternatives.append(())
+            continue
+        key = (bucket, group)
+        if key not in serving:
+            role = plan.groups[group].role
+            serving[key] = tuple(
+                index
+                for index, other in enumerate(plan.groups)
+                if index != group
+                and other.role == role
+                and (
+                    other.bucket_rates_per_s.get(bucket, 0.0) > 0
+                    or other.capacity_per_s.get(bucket, 0.0) > 0
+                )
+            )
+        alternatives.append(serving[key])
+    return Routes(front, decode, unrouted, large, alternatives)
 
 
 def _route(
