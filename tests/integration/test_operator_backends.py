@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -31,7 +32,7 @@ from tests.integration.backends import (
     settle,
     wait_gone,
 )
-from tests.integration.conftest import gpu_job_manifest, pod_manifest, wait_for
+from tests.integration.conftest import gpu_job_manifest, pod_manifest, serving, wait_for
 from tests.integration.services import missing_service
 from tests.integration.test_operator import bound, gpu_usage_is_consistent, pods_of
 from tests.integration.test_power_loop import (
@@ -48,15 +49,24 @@ from tests.integration.test_power_loop import (
 )
 from tests.integration.test_power_loop import POLICY as POWER_POLICY
 from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from voltpack.api.app import ApiDependencies, create_app
+from voltpack.api.auth import KubernetesAuth
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
 from voltpack.operator import cache
+from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import OperatorConfig
-from voltpack.policies.schema import parse_policy, policy_for_strategy
+from voltpack.policies.schema import (
+    example_policy_path,
+    load_policy,
+    parse_policy,
+    policy_for_strategy,
+)
 from voltpack.telemetry.nvml import NvmlBackend
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
+EXAMPLE_ROLES = Path(__file__).resolve().parents[2] / "examples" / "rbac" / "voltpack-roles.yaml"
 LEASE_NAMESPACE = "voltpack-system"
 BACKENDS = ["emulator", "real"]
 WAIT_S = 30.0
@@ -204,7 +214,14 @@ def test_a_gang_binds_whole_and_one_that_cannot_fit_binds_nothing(
         )
     with operator_in_thread(cluster, operator_config()) as operator:
         wait_for(lambda: len(bound(core, "train-")) == 4, timeout_s=WAIT_S, what="the gang bound")
-        wait_for(lambda: operator.stats.events >= 8, timeout_s=WAIT_S, what="events for huge")
+        wait_for(
+            lambda: (
+                {e.involved_object.name for e in events(core, "FailedScheduling")}
+                >= {f"huge-{i}" for i in range(8)}
+            ),
+            timeout_s=WAIT_S,
+            what="a FailedScheduling Event on every pod of the gang that cannot fit",
+        )
         wait_for(
             lambda: all(p.status.phase == "Running" for p in pods_of(core, "train-")),
             timeout_s=WAIT_S,
@@ -245,10 +262,15 @@ def test_gpujobs_get_conditions_owned_workers_and_a_finalizer_that_cleans_up(
             what="job 'never' to say why",
         )  # fmt: skip
         assert never["status"] == "False" and "gang default/never" in never["message"]
-        job_events = [
-            e for e in events(core, "FailedScheduling") if e.involved_object.kind == "GPUJob"
-        ]
-        assert [e.involved_object.name for e in job_events] == ["never"]
+        job_events = wait_for(
+            lambda: [
+                e for e in events(core, "FailedScheduling") if e.involved_object.kind == "GPUJob"
+            ],
+            timeout_s=WAIT_S,
+            what="a FailedScheduling Event on a GPUJob",
+        )
+        assert {e.involved_object.name for e in job_events} == {"never"}
+        assert "gang default/never" in job_events[0].message
 
         workers = bound(core, "fits-worker-")
         assert len(workers) == 2
@@ -375,6 +397,9 @@ def test_a_watch_that_expires_is_relisted_and_scheduling_goes_on(
                 core.create_namespaced_config_map("default", {"metadata": {"name": name}})
             cluster.compact()  # the pods cache's resourceVersion is now history
             wait_for(lambda: operator.pods.relists > relists, timeout_s=WAIT_S, what="a relist")
+            if isinstance(cluster, RealCluster):  # the watch was refused: 410 Expired from etcd
+                error = operator.pods.last_error
+                assert isinstance(error, ApiException) and error.status == 410, error
             core.create_namespaced_pod("default", pod_manifest("after", gpus=1))
             wait_for(lambda: len(bound(core, "after")) == 1, timeout_s=WAIT_S, what="next pod")
         gpu_usage_is_consistent(core)
@@ -501,3 +526,53 @@ def test_the_power_loop_locks_low_priority_gpus_in_the_gpunode_spec(
     finally:
         agent.halt()
         backend.close()
+
+
+def test_the_admin_api_asks_the_cluster_who_may_do_what(
+    cluster: Cluster, api: client.ApiClient, core: client.CoreV1Api, tmp_path: Path
+) -> None:
+    """TokenReview and SubjectAccessReview: ServiceAccount tokens from the TokenRequest API,
+    bound to the example roles (applied with kubectl)."""
+    cluster.kubectl(tmp_path / "kubectl")("apply", "-f", str(EXAMPLE_ROLES))
+    rbac = client.RbacAuthorizationV1Api(api)
+    tokens = {}
+    for who in ("viewer", "operator", "admin"):
+        core.create_namespaced_service_account(LEASE_NAMESPACE, {"metadata": {"name": who}})
+        rbac.create_cluster_role_binding({
+            "metadata": {"name": f"test-{who}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": f"voltpack-{who}"},
+            "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": LEASE_NAMESPACE}],
+        })  # fmt: skip
+        request = {"spec": {"expirationSeconds": 600}}
+        answer = core.create_namespaced_service_account_token(who, LEASE_NAMESPACE, request)
+        tokens[who] = answer.status.token
+    path = example_policy_path("best-fit")
+    source = KubeAdminSource(api, load_policy(path), path.read_text())
+    auth = KubernetesAuth(api)
+    app = create_app(
+        ApiDependencies(cluster=source, policies=source, authenticator=auth, authorizer=auth)
+    )
+    text = path.read_text()
+    routes = {
+        "get": ("GET", "/api/v1/cluster", None),
+        "dryrun": ("POST", "/api/v1/policy/dry-run", {"text": text}),
+        "apply": ("PUT", "/api/v1/policy", {"text": text}),
+    }
+    allowed = {"viewer": {"get"}, "operator": {"get", "dryrun"}, "admin": set(routes)}
+    with serving(app) as url:
+
+        def status(token: str | None, method: str, route: str, body: object = None) -> int:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            reply = httpx.request(method, url + route, headers=headers, json=body, timeout=30)
+            return reply.status_code
+
+        for who, verbs in allowed.items():
+            for verb, (method, route, body) in routes.items():
+                code = status(tokens[who], method, route, body)
+                if verb in verbs:
+                    assert code not in (401, 403), (who, verb, code)
+                else:
+                    assert code == 403, (who, verb, code)
+        assert status(None, "GET", "/api/v1/cluster") == 401
+        assert status("forged", "GET", "/api/v1/cluster") == 401
