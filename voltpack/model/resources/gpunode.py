@@ -30,6 +30,25 @@ class GpuNodeSpec(ResourceModel):
     gpus: list[GpuSetting] = Field(default_factory=list)
 
 
+FaultAction = Literal["none", "reset", "reboot", "replace"]
+"""What a fault asks for (the XID catalog's recommended action): nothing, a GPU reset, a node
+reboot, or the GPU's replacement; ordered from least to most severe."""
+FAULT_ACTION_ORDER: tuple[FaultAction, ...] = ("none", "reset", "reboot", "replace")
+
+
+class GpuFault(ResourceModel):
+    """A fault signal seen on one GPU (XID, ECC, row remapping, NVLink, bus, throttling)."""
+
+    signal: Literal[
+        "xid", "ecc", "row-remap", "nvlink", "fell-off-bus", "thermal", "power-brake"
+    ] = Field(description="where the fault was seen")
+    code: int | None = Field(default=None, description="e.g. the XID number")
+    action: FaultAction = Field(description="what it calls for: none, reset, reboot, replace")
+    message: str = Field(default="", description="what was seen, for people")
+    first_seen: str | None = Field(default=None, description="RFC 3339")
+    last_seen: str | None = Field(default=None, description="RFC 3339")
+
+
 class GpuDevice(ResourceModel):
     """One GPU as the node agent sees it."""
 
@@ -41,6 +60,14 @@ class GpuDevice(ResourceModel):
     power_limit_w: float | None = Field(default=None, gt=0)
     power_draw_w: float | None = Field(default=None, ge=0)
     locked_clocks: ClockRange | None = None
+    faults: list[GpuFault] = Field(
+        default_factory=list, description="active fault signals; cleared when they clear"
+    )
+
+    @property
+    def worst_action(self) -> FaultAction:
+        """The most severe action any active fault calls for ("none" without faults)."""
+        return max((f.action for f in self.faults), key=FAULT_ACTION_ORDER.index, default="none")
 
 
 class Nic(ResourceModel):
