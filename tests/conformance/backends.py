@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conformance.corpus import ADMIN_USER
-from tests.conformance.replay import Backend
+from tests.conformance import kubectl
+from tests.conformance.corpus import ADMIN_USER, Step
+from tests.conformance.kubectl import KubectlAnswer
+from tests.conformance.replay import Answer, Backend, replay
 from tests.k8s_control_plane import running_control_plane
 from voltpack.emulator import EmulatorConfig, running_emulator
 
@@ -42,3 +46,32 @@ def emulator_backend(token: str) -> Iterator[Backend]:
         )
         with running_emulator(config=config) as emulator:
             yield Backend("emulator", emulator.url, token)
+
+
+@dataclass
+class Results:
+    """The corpus's and the kubectl steps' answers from both backends, and how long it took."""
+
+    real: dict[str, Answer]
+    emulator: dict[str, Answer]
+    kubectl_real: dict[str, KubectlAnswer]
+    kubectl_emulator: dict[str, KubectlAnswer]
+    runtime_s: float
+
+
+def run_both(steps: list[Step]) -> Results:
+    """Replays `steps` and then the kubectl steps on a real control plane and on an emulator."""
+    started = time.monotonic()
+    with real_backend() as real:
+        real_answers = replay(real, steps)
+        real_kubectl = kubectl.run(real)
+        with emulator_backend(real.token) as emulator:
+            emulator_answers = replay(emulator, steps)
+            emulator_kubectl = kubectl.run(emulator)
+    return Results(
+        real_answers,
+        emulator_answers,
+        real_kubectl,
+        emulator_kubectl,
+        time.monotonic() - started,
+    )

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.backends import emulator_backend, real_backend
+from tests.conformance.backends import Results, run_both
 from tests.conformance.corpus import REPO, Known, Step, all_steps
 from tests.conformance.fixed import FIXED
-from tests.conformance.replay import Answer, Difference, compare, documented, replay
+from tests.conformance.kubectl import KUBECTL_STEPS
+from tests.conformance.kubectl import differences as kubectl_differences
+from tests.conformance.replay import Answer, Difference, compare, documented
 
 DEFAULT_OUT = REPO / "docs" / "emulator-conformance.md"
 NORMALISED = (
@@ -72,19 +73,34 @@ def _rows(steps: list[Step], real: dict[str, Answer], emulator: dict[str, Answer
     return rows
 
 
-def render(
-    steps: list[Step],
-    real: dict[str, Answer],
-    emulator: dict[str, Answer],
-    runtime_s: float,
-) -> str:
+def _kubectl_rows(results: Results) -> tuple[list[str], list[str]]:
+    """Documented kubectl rows, and undocumented differences."""
+    rows, undocumented = [], []
+    for step in KUBECTL_STEPS:
+        real, emulator = results.kubectl_real[step.name], results.kubectl_emulator[step.name]
+        found = kubectl_differences(step, real, emulator)
+        if found and step.known:
+            rows.append(
+                f"| {step.name} | `kubectl {' '.join(step.args)}` | {real.code}: "
+                f"{_short(real.stdout or real.stderr)} | {emulator.code}: "
+                f"{_short(emulator.stdout or emulator.stderr)} | {step.known} |"
+            )
+        elif found:
+            undocumented += found
+    return rows, undocumented
+
+
+def render(steps: list[Step], results: Results) -> str:
+    real, emulator, runtime_s = results.real, results.emulator, results.runtime_s
     rows = _rows(steps, real, emulator)
+    kubectl_rows, kubectl_undocumented = _kubectl_rows(results)
     undocumented = [
         str(d)
         for step in steps
         for d in compare(step, real[step.name], emulator[step.name])
         if documented(d, step) is None
-    ]
+    ] + kubectl_undocumented
+    documented_count = len(rows) + len(kubectl_rows)
     lines = [
         "# Emulator conformance: voltpack's emulator against a real kube-apiserver",
         "",
@@ -94,11 +110,15 @@ def render(
         "occurs.",
         "",
         f"- Corpus: **{len(steps)} requests** (`tests/conformance/corpus.py`), replayed in order "
-        "on a fresh emulator and on kube-apiserver v1.34.4 + etcd 3.6.4 (admin token, RBAC).",
-        f"- Divergences found: **{len(FIXED) + len(rows)}**: **{len(FIXED)} fixed** in the "
-        f"emulator, **{len(rows)} documented** (one row per request and reason below).",
+        "on a fresh emulator and on kube-apiserver v1.34.4 + etcd 3.6.4 (admin token, RBAC), "
+        f"then **{len(KUBECTL_STEPS)} kubectl commands** (`tests/conformance/kubectl.py`, "
+        "exit code and normalised output compared).",
+        f"- Divergences found: **{len(FIXED) + documented_count}**: **{len(FIXED)} fixed** in "
+        f"the emulator, **{documented_count} documented** (one row per request and reason "
+        "below).",
         f"- Undocumented divergences in this run: **{len(undocumented)}**.",
-        f"- Runtime of this run: {runtime_s:.1f} s (start both servers, replay twice, compare).",
+        f"- Runtime of this run: {runtime_s:.1f} s (start both servers, replay twice, run kubectl "
+        "twice, compare); about 20 s on a quiet 2-core machine.",
         "",
         "The requests come from voltpack's operator (binder, jobs, queues, power loop, GPUNode "
         "sync, leader election, caches), its admin API (TokenReview, SubjectAccessReview), the "
@@ -125,6 +145,12 @@ def render(
         "|---|---|---|---|---|---|",
         *rows,
         "",
+        "### kubectl",
+        "",
+        "| step | command | kube-apiserver | emulator | why it does not matter |",
+        "|---|---|---|---|---|",
+        *kubectl_rows,
+        "",
     ]
     if undocumented:
         lines += ["## Undocumented in this run", "", *[f"- `{u}`" for u in undocumented], ""]
@@ -136,15 +162,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     out = parser.parse_args().out
     steps = all_steps()
-    started = time.monotonic()
-    with real_backend() as real:
-        real_answers = replay(real, steps)
-        with emulator_backend(real.token) as emulator:
-            emulator_answers = replay(emulator, steps)
-    runtime_s = time.monotonic() - started
+    results = run_both(steps)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(steps, real_answers, emulator_answers, runtime_s))
-    print(f"wrote {out} ({len(steps)} requests, {runtime_s:.1f} s)")
+    out.write_text(render(steps, results))
+    print(f"wrote {out} ({len(steps)} requests, {results.runtime_s:.1f} s)")
 
 
 if __name__ == "__main__":

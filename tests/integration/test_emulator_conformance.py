@@ -1,7 +1,8 @@
 """The emulator against a real kube-apiserver + etcd: the conformance corpus, replayed on both.
 
 Every request of `tests/conformance/corpus.py` (voltpack's own calls, its tests' and kubectl's)
-goes to a fresh emulator and to a real control plane (`make k8s`); their answers are normalised
+goes to a fresh emulator and to a real control plane (`make k8s`), then the kubectl commands of
+`tests/conformance/kubectl.py` run against both; their answers are normalised
 (uids, resourceVersions, timestamps, generated names, managedFields) and compared path by path.
 A divergence fails the test unless the corpus documents it (`Known`), and a documented
 divergence that no longer occurs fails it too, so the notes stay true.
@@ -10,13 +11,13 @@ divergence that no longer occurs fails it too, so the notes stay true.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.conformance.backends import emulator_backend, real_backend
+from tests.conformance.backends import Results, run_both
 from tests.conformance.corpus import all_steps
-from tests.conformance.replay import Answer, compare, documented, replay
+from tests.conformance.kubectl import KUBECTL_STEPS
+from tests.conformance.kubectl import differences as kubectl_differences
+from tests.conformance.replay import compare, documented
 from tests.integration.services import missing_service
 from tests.k8s_control_plane import bin_dir, missing_binaries
 
@@ -24,26 +25,18 @@ STEPS = all_steps()
 
 
 @pytest.fixture(scope="module")
-def answers() -> Iterator[tuple[dict[str, Answer], dict[str, Answer]]]:
-    """The corpus's answers from the real control plane and from the emulator."""
+def results() -> Results:
+    """The corpus's and kubectl's answers from the real control plane and from the emulator."""
     missing = missing_binaries()
     if missing:
         missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with real_backend() as real:
-        real_answers = replay(real, STEPS)
-        with emulator_backend(real.token) as emulator:
-            yield real_answers, replay(emulator, STEPS)
+    return run_both(STEPS)
 
 
-def test_emulator_answers_as_kube_apiserver(
-    answers: tuple[dict[str, Answer], dict[str, Answer]],
-) -> None:
-    """One test for the whole corpus (one control plane, also under xdist); it lists every
-    undocumented divergence and every documented one that no longer occurs."""
-    real, emulator = answers
+def _corpus_problems(results: Results) -> list[str]:
     problems = []
     for step in STEPS:
-        differences = compare(step, real[step.name], emulator[step.name])
+        differences = compare(step, results.real[step.name], results.emulator[step.name])
         problems += [
             f"undocumented ({step.method} {step.path}, {step.source}): {d}"
             for d in differences
@@ -55,9 +48,28 @@ def test_emulator_answers_as_kube_apiserver(
             for k in step.known
             if k.pattern not in used
         ]
+    return problems
+
+
+def _kubectl_problems(results: Results) -> list[str]:
+    problems = []
+    for step in KUBECTL_STEPS:
+        real, emulator = results.kubectl_real[step.name], results.kubectl_emulator[step.name]
+        found = kubectl_differences(step, real, emulator)
+        if found and not step.known:
+            problems += found
+        if step.known and not found:
+            problems.append(f"kubectl {step.name}: documented divergence no longer occurs")
+    return problems
+
+
+def test_emulator_answers_as_kube_apiserver(results: Results) -> None:
+    """One test for the corpus and the kubectl steps (one control plane, also under xdist);
+    it lists every undocumented divergence and every documented one that no longer occurs."""
+    problems = _corpus_problems(results) + _kubectl_problems(results)
     assert not problems, (
-        f"{len(problems)} conformance problems; fix the emulator, or document in "
-        "tests/conformance/corpus.py (KNOWN) why a divergence does not matter:\n"
+        f"{len(problems)} conformance problems; fix the emulator, or document why a divergence "
+        "does not matter (tests/conformance/corpus.py KNOWN, kubectl.py known):\n"
         + "\n".join(problems)
     )
 
