@@ -3,6 +3,12 @@
 
 Each scenario runs once per backend (`cluster` is parametrised). The real plane is started once
 for the module and emptied between tests (`RealCluster.reset`); the emulator is fresh per test.
+Without binaries the real half fails in CI and is skipped elsewhere, naming `make k8s`.
+
+Found on the real apiserver: the Priority admission plugin refuses a pod whose `spec.priority`
+its PriorityClass (none: 0) does not give (403), which the emulator accepts, so voltpack puts a
+pod's priority in the `voltpack.io/priority` annotation; and etcd compaction alone never makes a
+resumed watch expire while the watch cache is on (the default), hence `uncached_plane`.
 """
 
 from __future__ import annotations
@@ -100,7 +106,8 @@ def _real_plane(*apiserver_args: str) -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def real_plane() -> Iterator[ControlPlane]:
-    """One real control plane (default apiserver settings) for the whole module."""
+    """One real control plane for the whole module (default apiserver settings but for the
+    shutdown grace of `SHUTDOWN_ARGS`)."""
     yield from _real_plane()
 
 
