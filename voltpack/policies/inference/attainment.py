@@ -55,7 +55,9 @@ def predicted_attainment(
     prompts = np.array([max(1, round(b.size.prompt_tokens)) for b in buckets])[drawn]
     outputs = np.array([max(1, round(b.size.output_tokens)) for b in buckets])[drawn]
     arrival_s = np.cumsum(rng.exponential(1.0 / plan.rate_per_s, requests))
-    routes = route_requests(plan, prompts, outputs, seed)
+    # the router's draws must not be the uniforms that drew the sizes (one seed would send
+    # every request of a bucket the same way)
+    routes = route_requests(plan, prompts, outputs, int(rng.integers(2**32)))
     engine = ServingEngine(
         [
             PoolSpec(g.profile, g.role, g.replicas, g.max_batch, g.prefill_chunk_tokens)
