@@ -257,6 +257,8 @@ def _start(
         # no controller-manager creates the `default` ServiceAccount that this plugin demands
         "--disable-admission-plugins", "ServiceAccount",
         "--profiling=false",
+        # open watches (e.g. of an operator being stopped) would hold shutdown for a minute
+        "--shutdown-watch-termination-grace-period=2s",
         *extra,
     ])  # fmt: skip
     ca_file = cert_dir / "apiserver.crt"

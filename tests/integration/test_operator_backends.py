@@ -90,24 +90,17 @@ def a100s(count: int, prefix: str = "a100") -> list[Node]:
     return [Node.empty(f"{prefix}-{i}", 64_000, 512_000, 8, "A100") for i in range(count)]
 
 
-SHUTDOWN_ARGS = ("--shutdown-watch-termination-grace-period=2s",)
-"""Without it kube-apiserver ignores SIGTERM while a watch is open (the stopped operators'
-cache threads keep theirs up to 30 s) and is killed after 15 s."""
-
-
 def _real_plane(*apiserver_args: str) -> Iterator[ControlPlane]:
     missing = missing_binaries(kwok=True)
     if missing:
         missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    args = (*SHUTDOWN_ARGS, *apiserver_args)
-    with running_control_plane(kwok=True, extra_apiserver_args=args) as plane:
+    with running_control_plane(kwok=True, extra_apiserver_args=apiserver_args) as plane:
         yield plane
 
 
 @pytest.fixture(scope="module")
 def real_plane() -> Iterator[ControlPlane]:
-    """One real control plane for the whole module (default apiserver settings but for the
-    shutdown grace of `SHUTDOWN_ARGS`)."""
+    """One real control plane for the whole module (the launcher's apiserver settings)."""
     yield from _real_plane()
 
 
