@@ -17,6 +17,14 @@ that is gone (AMDSMI_STATUS_NOT_FOUND, no driver) raises `GpuLostError` from rea
 never raises, it reports the refusal in `ActuationResult`. Clock locking uses
 `amdsmi_set_gpu_clk_range` (GFX clock) and unlocking returns the GPU to the driver's `auto`
 performance level.
+
+Fault signals (`voltpack.telemetry.faults`), only what AMD SMI exposes: uncorrectable ECC errors
+(`amdsmi_get_gpu_total_ecc_count`, counted since the driver loaded the GPU), thermal throttling
+(`amdsmi_get_violation_status`: socket, PROCHOT, VR and HBM thermal; AMD has no power-brake
+equivalent), and a lost GPU. AMD GPUs have no XIDs, no NVML-style row remapping state (bad
+pages are retired by the driver) and no xGMI error counters in amdsmi's stable API, so those
+signals are never raised here. A reset is seen as the energy counter going backwards or a lost
+GPU answering again.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import contextlib
 import importlib
 import io
 import os
+import time
 from collections.abc import Callable
 from functools import partial
 from types import ModuleType
@@ -43,6 +52,14 @@ from voltpack.telemetry.device import (
     TelemetryError,
     Topology,
     Vendor,
+)
+from voltpack.telemetry.faults import (
+    DEFAULT_XID_HOLD_S,
+    ActiveFault,
+    FaultSignal,
+    FaultTracker,
+    ecc_signal,
+    fell_off_bus_signal,
 )
 from voltpack.telemetry.power_limit import PowerLimitActuation
 
@@ -88,6 +105,11 @@ VIOLATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("active_hbm_thrm", "hbm-thermal"),
 )
 """Fields of amdsmi_get_violation_status that are set while the GPU is throttled, by name."""
+
+THERMAL_VIOLATIONS: Final = frozenset(
+    {"socket-thermal", "prochot-thermal", "vr-thermal", "hbm-thermal"}
+)
+"""Violations that are thermal throttling (the `thermal` fault signal)."""
 
 LINK_TYPE_XGMI: Final = 2
 LINK_TYPE_PCIE: Final = 1
@@ -153,7 +175,15 @@ class AmdSmiBackend(PowerLimitActuation):
 
     vendor: Vendor = "amd"
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        xid_hold_s: float = DEFAULT_XID_HOLD_S,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._faults = FaultTracker(xid_hold_s=xid_hold_s, clock=wall_clock)
+        self._energy: dict[int, float] = {}
+        self._lost_gpus: set[int] = set()
         smi = import_amdsmi()
         self._smi = smi
         self._error: type[Exception] = smi.AmdSmiException
@@ -252,6 +282,18 @@ class AmdSmiBackend(PowerLimitActuation):
 
     def sample(self, index: int) -> GpuSample:
         """A fresh reading of one GPU; raises GpuLostError if it is gone."""
+        try:
+            return self._sample(index)
+        except GpuLostError as err:
+            self._lost_gpus.add(index)
+            self._faults.observe(index, [fell_off_bus_signal(str(err))])
+            raise
+
+    def faults(self, index: int) -> tuple[ActiveFault, ...]:
+        """Active fault signals of one GPU as of its last `sample()`."""
+        return self._faults.active(index)
+
+    def _sample(self, index: int) -> GpuSample:
         smi, h = self._smi, self._handle(index)
         uuid = str(self._need(index, "UUID", lambda: smi.amdsmi_get_gpu_device_uuid(h)))
         activity = self._read(index, "activity", lambda: smi.amdsmi_get_gpu_activity(h))
@@ -274,6 +316,19 @@ class AmdSmiBackend(PowerLimitActuation):
             index, "violation status", lambda: smi.amdsmi_get_violation_status(h)
         )
         gfx_activity = None if activity is None else _number(activity.get("gfx_activity"))
+        energy_j = None if energy is None else self._energy_j(energy)
+        if index in self._lost_gpus or (
+            energy_j is not None and energy_j < self._energy.get(index, 0.0)
+        ):
+            self._lost_gpus.discard(index)
+            self._faults.reset(index)
+        if energy_j is not None:
+            self._energy[index] = energy_j
+        uncorrectable = None if ecc is None else _number(ecc.get("uncorrectable_count"))
+        throttle = self._throttle_reasons(violations)
+        faults = self._faults.observe(
+            index, [*ecc_signal(uncorrectable), *self._thermal_signal(throttle)]
+        )
         return GpuSample(
             index=index,
             uuid=uuid,
@@ -281,16 +336,24 @@ class AmdSmiBackend(PowerLimitActuation):
             utilization_ratio=None if gfx_activity is None else min(gfx_activity, 100) / 100.0,
             memory_used_bytes=_number(used),
             power_w=None if power is None else self._power_w(power),
-            energy_j=None if energy is None else self._energy_j(energy),
+            energy_j=energy_j,
             power_limit_w=None if cap is None else _microwatts_to_w(cap.get("power_cap")),
             sm_clock_mhz=self._clock_mhz(gfx),
             memory_clock_mhz=self._clock_mhz(mem),
             temperature_c=self._temperature(index, h),
-            throttle_reasons=self._throttle_reasons(violations),
-            ecc_errors_total=None if ecc is None else _number(ecc.get("uncorrectable_count")),
+            throttle_reasons=throttle,
+            ecc_errors_total=uncorrectable,
             xid_errors_total=None,  # an NVIDIA notion
             last_xid=None,
+            faults=faults,
         )
+
+    @staticmethod
+    def _thermal_signal(throttle: tuple[str, ...]) -> list[FaultSignal]:
+        thermal = [reason for reason in throttle if reason in THERMAL_VIOLATIONS]
+        if not thermal:
+            return []
+        return [FaultSignal("thermal", "none", "thermal throttling: " + ", ".join(thermal))]
 
     @staticmethod
     def _power_w(info: dict[str, Any]) -> float | None:

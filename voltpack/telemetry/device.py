@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from voltpack.model.errors import VoltpackError
+from voltpack.telemetry.faults import ActiveFault
 
 Vendor = Literal["nvidia", "amd", "simulated"]
 LinkKind = Literal["nvlink", "xgmi", "pcie-switch", "pcie-host-bridge", "cross-socket", "unknown"]
@@ -70,6 +71,8 @@ class GpuSample:
     ecc_errors_total: int | None = None
     xid_errors_total: int | None = None
     last_xid: int | None = None
+    faults: tuple[ActiveFault, ...] = ()
+    """Active fault signals after this reading (see `voltpack.telemetry.faults`)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,11 @@ class GpuBackend(Protocol):
 
     def sample(self, index: int) -> GpuSample:
         """A fresh reading of one GPU."""
+        ...
+
+    def faults(self, index: int) -> tuple[ActiveFault, ...]:
+        """Active fault signals of one GPU as of its last `sample()`; never raises. A GPU whose
+        `sample()` raised GpuLostError has a `fell-off-bus` fault here."""
         ...
 
     def power_limit_range(self, index: int) -> PowerLimitRange:

@@ -8,10 +8,29 @@ never raises, it reports the refusal in `ActuationResult`.
 Power limits are set with `nvmlDeviceSetPowerManagementLimit`, whose wrapper checks the
 driver's return code, and then read back: the `_v2` wrapper in nvidia-ml-py discards the
 return code, so a refused cap would look applied.
+
+Fault signals (`voltpack.telemetry.faults`), read on every `sample()`:
+
+* XIDs through NVML's event API: one event set per GPU (`nvmlEventSetCreate`,
+  `nvmlDeviceRegisterEvents` with `nvmlEventTypeXidCriticalError`), drained without waiting
+  (`nvmlEventSetWait_v2` with a 0 ms timeout until it answers NVML_ERROR_TIMEOUT, at most
+  `MAX_EVENTS_PER_POLL` events), so a poll never blocks; each XID's action comes from
+  `xid_catalog.yaml`;
+* uncorrected volatile ECC errors, row remapping (`nvmlDeviceGetRemappedRows`: pending,
+  failure), NVLink error counters of the active links (growth since the previous sample);
+* the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST on any read);
+* clock event reasons HW thermal slowdown and HW power brake.
+
+A GPU reset is seen as the energy counter going backwards (it counts since the driver loaded
+the GPU) or as a lost GPU answering again; it clears latched XIDs and re-registers the event
+set.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -32,9 +51,21 @@ from voltpack.telemetry.device import (
     Topology,
     Vendor,
 )
+from voltpack.telemetry.faults import (
+    DEFAULT_XID_HOLD_S,
+    ActiveFault,
+    FaultTracker,
+    ecc_signal,
+    fell_off_bus_signal,
+    nvlink_signal,
+    row_remap_signals,
+    throttle_signals,
+)
 from voltpack.telemetry.power_limit import PowerLimitActuation
+from voltpack.telemetry.xid_catalog import XidCatalog, default_xid_catalog
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 UNSUPPORTED: Final = frozenset(
@@ -71,6 +102,18 @@ ANCESTOR_KINDS: Final[dict[int, LinkKind]] = {
     pynvml.NVML_TOPOLOGY_SYSTEM: "cross-socket",
 }
 """nvmlDeviceGetTopologyCommonAncestor levels as GpuLink kinds."""
+
+
+MAX_EVENTS_PER_POLL: Final = 64
+"""Events drained from one GPU's event set per sample (the rest wait for the next one)."""
+
+NVLINK_COUNTERS: Final[tuple[tuple[str, int], ...]] = (
+    ("replay", pynvml.NVML_NVLINK_ERROR_DL_REPLAY),
+    ("recovery", pynvml.NVML_NVLINK_ERROR_DL_RECOVERY),
+    ("crc-flit", pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT),
+    ("crc-data", pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA),
+)
+"""nvmlDeviceGetNvLinkErrorCounter counters watched, by name."""
 
 
 def decode_throttle_reasons(mask: int) -> tuple[str, ...]:
@@ -115,7 +158,21 @@ class NvmlBackend(PowerLimitActuation):
 
     vendor: Vendor = "nvidia"
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        xid_hold_s: float = DEFAULT_XID_HOLD_S,
+        wall_clock: Callable[[], float] = time.time,
+        xid_catalog: XidCatalog | None = None,
+    ) -> None:
+        self._faults = FaultTracker(xid_hold_s=xid_hold_s, clock=wall_clock)
+        self._catalog = xid_catalog or default_xid_catalog()
+        self._event_sets: dict[int, Any] = {}  # index -> event set, or None: no XID events
+        self._last_xid: dict[int, int] = {}
+        self._energy: dict[int, int] = {}  # last energy counter (mJ), to see resets
+        self._nvlink_totals: dict[int, dict[str, int]] = {}
+        self._active_links: dict[int, list[int]] = {}
+        self._lost: set[int] = set()
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as err:
@@ -199,6 +256,19 @@ class NvmlBackend(PowerLimitActuation):
 
     def sample(self, index: int) -> GpuSample:
         """A fresh reading of one GPU; raises GpuLostError if it fell off the bus."""
+        try:
+            return self._sample(index)
+        except GpuLostError as err:
+            self._lost.add(index)
+            self._drop_event_set(index)
+            self._faults.observe(index, [fell_off_bus_signal(str(err))])
+            raise
+
+    def faults(self, index: int) -> tuple[ActiveFault, ...]:
+        """Active fault signals of one GPU as of its last `sample()`."""
+        return self._faults.active(index)
+
+    def _sample(self, index: int) -> GpuSample:
         h = self._handle(index)
         uuid = str(self._need(index, "UUID", lambda: pynvml.nvmlDeviceGetUUID(h)))
         util = self._read(index, "utilization", lambda: pynvml.nvmlDeviceGetUtilizationRates(h))
@@ -229,6 +299,23 @@ class NvmlBackend(PowerLimitActuation):
                 h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
             ),
         )
+        throttle = () if reasons is None else decode_throttle_reasons(reasons)
+        if index in self._lost or (energy is not None and int(energy) < self._energy.get(index, 0)):
+            self._on_reset(index)
+        if energy is not None:
+            self._energy[index] = int(energy)
+        remap = self._read(index, "remapped rows", lambda: pynvml.nvmlDeviceGetRemappedRows(h))
+        xids = self._drain_xids(index, h)
+        level = [
+            *ecc_signal(None if ecc is None else int(ecc)),
+            *([] if remap is None else row_remap_signals(bool(remap[2]), bool(remap[3]))),
+            *nvlink_signal(self._nvlink_growth(index, h)),
+            *throttle_signals(throttle),
+        ]
+        faults = self._faults.observe(index, level, [self._catalog.signal(x) for x in xids])
+        if xids:
+            self._last_xid[index] = xids[-1]
+        supported = self._event_sets.get(index) is not None
         return GpuSample(
             index=index,
             uuid=uuid,
@@ -241,12 +328,97 @@ class NvmlBackend(PowerLimitActuation):
             sm_clock_mhz=None if sm_clock is None else float(sm_clock),
             memory_clock_mhz=None if mem_clock is None else float(mem_clock),
             temperature_c=None if temperature is None else float(temperature),
-            throttle_reasons=() if reasons is None else decode_throttle_reasons(reasons),
+            throttle_reasons=throttle,
             ecc_errors_total=None if ecc is None else int(ecc),
-            # XID errors arrive only as events (nvmlEventSetWait), not as a cheap read.
-            xid_errors_total=None,
-            last_xid=None,
+            # XIDs seen through the event set since the agent started (None: no XID events).
+            xid_errors_total=sum(self._faults.xid_counts(index).values()) if supported else None,
+            last_xid=self._last_xid.get(index),
+            faults=faults,
         )
+
+    # -- fault signals ------------------------------------------------------------------------
+
+    def _on_reset(self, index: int) -> None:
+        """The GPU was reset (or answers again): latched XIDs clear, counters restart."""
+        self._lost.discard(index)
+        self._faults.reset(index)
+        self._drop_event_set(index)
+        self._nvlink_totals.pop(index, None)
+
+    def _drop_event_set(self, index: int) -> None:
+        event_set = self._event_sets.pop(index, None)
+        if event_set is not None:
+            # the GPU is gone or was reset: the set is useless either way
+            with contextlib.suppress(pynvml.NVMLError):
+                pynvml.nvmlEventSetFree(event_set)
+
+    def _event_set(self, index: int, handle: Any) -> Any:
+        """This GPU's XID event set, created on first use; None if it has no XID events."""
+        if index in self._event_sets:
+            return self._event_sets[index]
+        event_set = None
+        try:
+            event_set = pynvml.nvmlEventSetCreate()
+            pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+        except pynvml.NVMLError as err:
+            if event_set is not None:
+                with contextlib.suppress(pynvml.NVMLError):
+                    pynvml.nvmlEventSetFree(event_set)
+            if _code(err) == pynvml.NVML_ERROR_GPU_IS_LOST:
+                raise _lost(index, err) from None
+            _log.warning("GPU %d: XID events unavailable (NVML: %s); XIDs are not seen", index, err)
+            event_set = None
+        self._event_sets[index] = event_set
+        return event_set
+
+    def _drain_xids(self, index: int, handle: Any) -> list[int]:
+        """XIDs delivered since the last poll, without waiting."""
+        event_set = self._event_set(index, handle)
+        xids: list[int] = []
+        while event_set is not None and len(xids) < MAX_EVENTS_PER_POLL:
+            try:
+                data = pynvml.nvmlEventSetWait_v2(event_set, 0)
+            except pynvml.NVMLError as err:
+                code = _code(err)
+                if code == pynvml.NVML_ERROR_TIMEOUT:
+                    break
+                if code == pynvml.NVML_ERROR_GPU_IS_LOST:
+                    raise _lost(index, err) from None
+                raise TelemetryError(f"GPU {index}: waiting for XID events failed: {err}") from None
+            if int(data.eventType) & pynvml.nvmlEventTypeXidCriticalError:
+                xids.append(int(data.eventData))
+        return xids
+
+    def _nvlink_growth(self, index: int, handle: Any) -> dict[str, int]:
+        """How much each NVLink error counter (summed over active links) grew since last time."""
+        if index not in self._active_links:
+            self._active_links[index] = self._links_up(index, handle)
+        totals = dict.fromkeys((name for name, _ in NVLINK_COUNTERS), 0)
+        for link in self._active_links[index]:
+            for name, counter in NVLINK_COUNTERS:
+                value = self._read(
+                    index,
+                    f"NVLink {link} {name} errors",
+                    partial(pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, counter),
+                )
+                totals[name] += 0 if value is None else int(value)
+        previous = self._nvlink_totals.get(index)
+        self._nvlink_totals[index] = totals
+        if previous is None:
+            return {}  # the first reading is the baseline: counters run since the driver loaded
+        return {n: totals[n] - previous[n] for n in totals if totals[n] > previous[n]}
+
+    def _links_up(self, index: int, handle: Any) -> list[int]:
+        links: list[int] = []
+        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if pynvml.nvmlDeviceGetNvLinkState(handle, link):
+                    links.append(link)
+            except pynvml.NVMLError as err:
+                if _code(err) == pynvml.NVML_ERROR_GPU_IS_LOST:
+                    raise _lost(index, err) from None
+                break
+        return links
 
     @staticmethod
     def _event_reasons(handle: Any) -> int:
@@ -435,8 +607,10 @@ class NvmlBackend(PowerLimitActuation):
         return peers
 
     def close(self) -> None:
-        """Shut NVML down (once)."""
+        """Free the event sets and shut NVML down (once)."""
         if self._open:
+            for index in list(self._event_sets):
+                self._drop_event_set(index)
             self._open = False
             try:
                 pynvml.nvmlShutdown()

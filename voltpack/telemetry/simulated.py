@@ -39,6 +39,18 @@ from voltpack.telemetry.device import (
     Topology,
     Vendor,
 )
+from voltpack.telemetry.faults import (
+    DEFAULT_XID_HOLD_S,
+    ActiveFault,
+    FaultSignal,
+    FaultTracker,
+    ecc_signal,
+    fell_off_bus_signal,
+    nvlink_signal,
+    row_remap_signals,
+    throttle_signals,
+)
+from voltpack.telemetry.xid_catalog import default_xid_catalog
 
 Clock = Callable[[], float]
 """Monotonic seconds (like `time.monotonic`)."""
@@ -71,6 +83,12 @@ class _Gpu:
     xid_errors_total: int = 0
     last_xid: int | None = None
     ecc_errors_total: int = 0
+    ecc_volatile: int = 0
+    pending_xids: list[int] = field(default_factory=list)
+    row_remap_pending: bool = False
+    row_remap_failure: bool = False
+    nvlink_grown: dict[str, int] = field(default_factory=dict)
+    hw_throttle: tuple[str, ...] = ()
     rng_cache: dict[int, float] = field(default_factory=dict)
 
 
@@ -104,6 +122,8 @@ class SimulatedBackend:
         idle_fraction: float = DEFAULT_IDLE_FRACTION,
         min_sm_clock_mhz: float = 210.0,
         memory_clock_mhz: float = 1593.0,
+        xid_hold_s: float = DEFAULT_XID_HOLD_S,
+        wall_clock: Clock = time.time,
     ) -> None:
         """`utilization=None` makes every GPU follow the seeded pattern until set explicitly."""
         if count < 1:
@@ -142,6 +162,8 @@ class SimulatedBackend:
         self._seed = seed
         self._period_s = pattern_period_s
         self._lock = threading.Lock()
+        self._catalog = default_xid_catalog()
+        self._faults = FaultTracker(xid_hold_s=xid_hold_s, clock=wall_clock)
         now = clock()
         self._start_s = now
         self._gpus = [
@@ -175,22 +197,53 @@ class SimulatedBackend:
 
     def mark_recovered(self, index: int) -> None:
         """The GPU is back (after a reset); its energy counter resumes where it stopped."""
+        self.reset_gpu(index)
+
+    def reset_gpu(self, index: int) -> None:
+        """A GPU reset: it answers again, volatile ECC counts and a pending row remap clear
+        (the remap is applied), and its latched XIDs clear."""
         with self._lock:
             gpu = self._gpu(index)
+            if gpu.lost:
+                gpu.integrated_until_s = self._clock()
             gpu.lost = False
-            gpu.integrated_until_s = self._clock()
+            gpu.ecc_volatile = 0
+            gpu.row_remap_pending = False
+            gpu.pending_xids.clear()
+            self._faults.reset(index)
 
     def inject_xid(self, index: int, xid: int) -> None:
-        """Record an XID error on one GPU (counted in `xid_errors_total`, kept as `last_xid`)."""
+        """Raise an XID on one GPU: an event the next `sample` delivers (and counts)."""
         with self._lock:
             gpu = self._gpu(index)
             gpu.xid_errors_total += 1
             gpu.last_xid = xid
+            gpu.pending_xids.append(xid)
 
     def inject_ecc_errors(self, index: int, count: int = 1) -> None:
-        """Add uncorrected ECC errors to one GPU's counter."""
+        """Add uncorrected ECC errors to one GPU's counters (lifetime and since reset)."""
         with self._lock:
-            self._gpu(index).ecc_errors_total += count
+            gpu = self._gpu(index)
+            gpu.ecc_errors_total += count
+            gpu.ecc_volatile += count
+
+    def set_row_remap(self, index: int, *, pending: bool, failure: bool = False) -> None:
+        """Row remapping state: pending (a reset applies it) or failed (no spare rows)."""
+        with self._lock:
+            gpu = self._gpu(index)
+            gpu.row_remap_pending = pending
+            gpu.row_remap_failure = failure
+
+    def inject_nvlink_errors(self, index: int, counter: str, count: int = 1) -> None:
+        """NVLink error counter growth seen by the next `sample` (replay, recovery, crc)."""
+        with self._lock:
+            grown = self._gpu(index).nvlink_grown
+            grown[counter] = grown.get(counter, 0) + count
+
+    def set_hw_throttle(self, index: int, reasons: tuple[str, ...]) -> None:
+        """Hardware throttle reasons, e.g. ("hw-thermal-slowdown", "hw-power-brake-slowdown")."""
+        with self._lock:
+            self._gpu(index).hw_throttle = tuple(reasons)
 
     def speed_factor(self, index: int) -> float:
         """Speed relative to uncapped and unlocked (1.0); a binding cap or clock lock lowers it."""
@@ -222,10 +275,21 @@ class SimulatedBackend:
         with self._lock:
             gpu = self._gpu(index)
             if gpu.lost:
-                raise GpuLostError(f"GPU {index} ({gpu.uuid}) has fallen off the bus")
+                message = f"GPU {index} ({gpu.uuid}) has fallen off the bus"
+                self._faults.observe(index, [fell_off_bus_signal(message)], self._xids(gpu))
+                raise GpuLostError(message)
             now = self._clock()
             self._integrate(gpu)
             op = self._operating(gpu, now)
+            throttle = (("sw-power-cap",) if op.capped else ()) + gpu.hw_throttle
+            level = [
+                *ecc_signal(gpu.ecc_volatile),
+                *row_remap_signals(gpu.row_remap_pending, gpu.row_remap_failure),
+                *nvlink_signal(gpu.nvlink_grown),
+                *throttle_signals(throttle),
+            ]
+            gpu.nvlink_grown = {}
+            faults = self._faults.observe(index, level, self._xids(gpu))
             memory_used = (
                 int(self.memory_total_bytes * (0.05 + 0.85 * op.utilization)) // _MIB * _MIB
                 if self.memory_total_bytes is not None
@@ -243,11 +307,16 @@ class SimulatedBackend:
                 sm_clock_mhz=op.sm_clock_mhz,
                 memory_clock_mhz=self.memory_clock_mhz,
                 temperature_c=round(30.0 + 50.0 * op.power_w / self.tdp_w, 1),
-                throttle_reasons=("sw-power-cap",) if op.capped else (),
+                throttle_reasons=throttle,
                 ecc_errors_total=gpu.ecc_errors_total,
                 xid_errors_total=gpu.xid_errors_total,
                 last_xid=gpu.last_xid,
+                faults=faults,
             )
+
+    def faults(self, index: int) -> tuple[ActiveFault, ...]:
+        """Active fault signals of one GPU as of its last `sample()`."""
+        return self._faults.active(index)
 
     def power_limit_range(self, index: int) -> PowerLimitRange:
         """[min, TDP] W, default TDP."""
@@ -350,6 +419,11 @@ class SimulatedBackend:
         """Nothing to release."""
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _xids(self, gpu: _Gpu) -> list[FaultSignal]:
+        events = [self._catalog.signal(xid) for xid in gpu.pending_xids]
+        gpu.pending_xids.clear()
+        return events
 
     def _gpu(self, index: int) -> _Gpu:
         if not 0 <= index < len(self._gpus):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fakes.build import compile_shared_library, source_digest
+from tests.fakes.state_file import read_state, update_state
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
 SONAME = "libnvidia-ml.so.1"
@@ -116,3 +117,10 @@ def write_state(
     lines += [f"{key}={value}" for key, value in (extra or {}).items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def raise_xid(state: Path, index: int, *xids: int) -> None:
+    """Queue XIDs on fake GPU `index`: the next event-set waits deliver them, in order."""
+    key = f"gpu.{index}.xid_queue"
+    queued = [x for x in read_state(state).get(key, "").split(",") if x]
+    update_state(state, {key: ",".join([*queued, *map(str, xids)])})

@@ -23,6 +23,20 @@
  *                                     nvlinks (link slots), nvlink.<l>=<remote PCI bus id>
  *   topology.<i>.<j>=<level>          nvmlGpuTopologyLevel_t for i < j
  *
+ * Fault signals:
+ *   gpu.<i>.xid_queue=79,48           XIDs not yet delivered: nvmlEventSetWait_v2 on a set
+ *                                     registered for XID events on GPU i pops the first one
+ *                                     and writes the rest back (the first set to wait gets
+ *                                     it; a real driver gives every registered set a copy)
+ *   gpu.<i>.remap_correctable, remap_uncorrectable, remap_pending, remap_failure
+ *                                     nvmlDeviceGetRemappedRows (absent: not supported)
+ *   gpu.<i>.nvlink_err.<l>.<c>=<n>    nvmlDeviceGetNvLinkErrorCounter of link l, counter c
+ *                                     (0 replay, 1 recovery, 2 CRC flit, 3 CRC data,
+ *                                     4 ECC data); 0 when absent on an existing link
+ *   A lost GPU (gpu.<i>.lost=1) and throttle_reasons (HW thermal 0x40, power brake 0x80)
+ *   as above. nvmlEventSetWait_v2 never blocks: with no event it answers NVML_ERROR_TIMEOUT
+ *   at once, whatever the timeout.
+ *
  * A field missing from the file is a sensor the device lacks: NVML_ERROR_NOT_SUPPORTED.
  * Compile: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
  */
@@ -47,6 +61,7 @@ enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_UNKNOWN = 999,
 };
@@ -184,6 +199,7 @@ const char *nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     default: return "Unknown Error";
     }
 }
@@ -470,5 +486,119 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
     snprintf(key, sizeof key, "topology.%d.%d", i < j ? i : j, i < j ? j : i);
     if (!(v = get(key))) return end(NVML_ERROR_NOT_SUPPORTED);
     *level = (unsigned int)atoi(v);
+    return end(NVML_SUCCESS);
+}
+
+/* ---- fault signals ------------------------------------------------------------------- */
+
+#define XID_CRITICAL_ERROR 0x8ULL
+#define MAX_EVENT_SETS 256
+
+typedef struct fake_event_set { int used; unsigned long long types[MAX_GPUS]; } *nvmlEventSet_t;
+static struct fake_event_set event_sets[MAX_EVENT_SETS];
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+static int valid_set(nvmlEventSet_t set) {
+    return set >= event_sets && set < event_sets + MAX_EVENT_SETS && set->used;
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    BEGIN("nvmlEventSetCreate");
+    for (int i = 0; i < MAX_EVENT_SETS; i++)
+        if (!event_sets[i].used) {
+            memset(&event_sets[i], 0, sizeof event_sets[i]);
+            event_sets[i].used = 1;
+            *set = &event_sets[i];
+            return end(NVML_SUCCESS);
+        }
+    return end(NVML_ERROR_UNKNOWN);
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    BEGIN("nvmlEventSetFree");
+    if (!valid_set(set)) return end(NVML_ERROR_INVALID_ARGUMENT);
+    set->used = 0;
+    return end(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t dev, unsigned long long *types) {
+    int idx;
+    BEGIN_DEV("nvmlDeviceGetSupportedEventTypes", dev, &idx);
+    *types = XID_CRITICAL_ERROR;
+    return end(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t dev, unsigned long long types,
+                                      nvmlEventSet_t set) {
+    int idx;
+    BEGIN_DEV("nvmlDeviceRegisterEvents", dev, &idx);
+    if (!valid_set(set)) return end(NVML_ERROR_INVALID_ARGUMENT);
+    if (types & ~XID_CRITICAL_ERROR) return end(NVML_ERROR_NOT_SUPPORTED);
+    set->types[idx] |= types;
+    return end(NVML_SUCCESS);
+}
+
+/* Pops the first XID of a registered GPU's queue; never blocks. */
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t es, nvmlEventData_t *data,
+                                 unsigned int timeoutms) {
+    (void)timeoutms;
+    BEGIN("nvmlEventSetWait_v2");
+    if (!valid_set(es)) return end(NVML_ERROR_INVALID_ARGUMENT);
+    for (int idx = 0; idx < gpu_count(); idx++) {
+        const char *queue, *v;
+        char rest[VAL_LEN], key[KEY_LEN];
+        if (!(es->types[idx] & XID_CRITICAL_ERROR)) continue;
+        if ((v = gpu_get(idx, "lost")) && atoi(v)) return end(NVML_ERROR_GPU_IS_LOST);
+        queue = gpu_get(idx, "xid_queue");
+        if (!queue || !*queue) continue;
+        devices[idx].index = idx;
+        memset(data, 0, sizeof *data);
+        data->device = &devices[idx];
+        data->eventType = XID_CRITICAL_ERROR;
+        data->eventData = strtoull(queue, NULL, 0);
+        v = strchr(queue, ',');
+        copy(rest, sizeof rest, v ? v + 1 : "");
+        snprintf(key, sizeof key, "gpu.%d.xid_queue", idx);
+        set(key, rest);
+        return end(save_state() == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN);
+    }
+    return end(NVML_ERROR_TIMEOUT);
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *corrRows,
+                                       unsigned int *uncRows, unsigned int *isPending,
+                                       unsigned int *failureOccurred) {
+    int idx;
+    unsigned long long corr = 0, unc = 0, pending, failure = 0;
+    BEGIN_DEV("nvmlDeviceGetRemappedRows", dev, &idx);
+    if (gpu_u64(idx, "remap_pending", &pending)) return end(NVML_ERROR_NOT_SUPPORTED);
+    gpu_u64(idx, "remap_correctable", &corr);
+    gpu_u64(idx, "remap_uncorrectable", &unc);
+    gpu_u64(idx, "remap_failure", &failure);
+    *corrRows = (unsigned int)corr;
+    *uncRows = (unsigned int)unc;
+    *isPending = (unsigned int)pending;
+    *failureOccurred = (unsigned int)failure;
+    return end(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t dev, unsigned int link,
+                                             unsigned int counter, unsigned long long *value) {
+    const char *remote = NULL;
+    char field[KEY_LEN];
+    unsigned long long v = 0;
+    int idx;
+    nvmlReturn_t ret = nvlink_remote(dev, link, "nvmlDeviceGetNvLinkErrorCounter", &remote);
+    if (ret) return ret;
+    if (counter > 4) return end(NVML_ERROR_INVALID_ARGUMENT);
+    idx = dev->index;
+    snprintf(field, sizeof field, "nvlink_err.%u.%u", link, counter);
+    gpu_u64(idx, field, &v);
+    *value = v;
     return end(NVML_SUCCESS);
 }
