@@ -224,7 +224,8 @@ def test_a_service_gets_replicas_of_the_planned_gpu_types_with_the_reason(
             f"{gpu_type.lower()}-tp{tp}-{labels['voltpack.io/inference-role']}"
         )
         assert len(pod.metadata.annotations["voltpack.io/gpu-indices"].split(",")) == tp
-        assert pod.spec.scheduler_name == "voltpack" and pod.spec.priority == 1000
+        assert pod.spec.scheduler_name == "voltpack" and not pod.spec.priority
+        assert pod.metadata.annotations["voltpack.io/priority"] == "1000"
         assert pod.metadata.annotations["voltpack.io/workload"] == "inference"
         assert pod.metadata.owner_references[0].kind == "InferenceService"
         env = {e.name: e.value for e in pod.spec.containers[0].env}

@@ -30,7 +30,7 @@ from voltpack.operator.inference_rates import (
 )
 from voltpack.operator.inference_services import InferenceServiceController, replan_reason
 from voltpack.operator.power_objects import is_throughput_bound
-from voltpack.operator.translate import node_to_k8s, pod_from_k8s
+from voltpack.operator.translate import node_to_k8s, pod_from_k8s, pod_priority
 from voltpack.policies.inference.scaling import PlanningRate
 
 RATE = "voltpack.io/observed-rate-per-second"
@@ -166,7 +166,9 @@ def test_a_replica_pod_asks_voltpack_for_tp_gpus_of_the_planned_type() -> None:
         "apiVersion": "voltpack.io/v1alpha1", "kind": "InferenceService", "name": "chat",
         "uid": "u-1", "controller": True,
     }  # fmt: skip
-    assert pod["spec"]["schedulerName"] == "voltpack" and pod["spec"]["priority"] == 1000
+    assert pod["spec"]["schedulerName"] == "voltpack" and "priority" not in pod["spec"]
+    assert pod["metadata"]["annotations"]["voltpack.io/priority"] == "1000"
+    assert pod_priority(pod) == 1000
     assert not is_throughput_bound(pod), "the power manager must see an inference pod"
     request = pod_from_k8s(pod)
     assert request.num_gpu == 4 and request.priority == 1000
@@ -175,7 +177,7 @@ def test_a_replica_pod_asks_voltpack_for_tp_gpus_of_the_planned_type() -> None:
     assert env["VOLTPACK_TENSOR_PARALLEL"] == "4" and env["VOLTPACK_ROLE"] == "prefill"
     assert env["LOG"] == "debug"
     low = replica_pod(service, parsed(priority="low"), group, 0)
-    assert low["spec"]["priority"] == -1000
+    assert pod_priority(low) == -1000
     classed = replica_pod(service, parsed(priorityClassName="inference-high"), group, 0)
     assert classed["spec"]["priorityClassName"] == "inference-high"
     assert "priority" not in classed["spec"]

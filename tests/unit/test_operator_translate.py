@@ -10,7 +10,13 @@ import pytest
 from voltpack.model import InvalidRequestError, Node
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.cycle import plan_cycle
-from voltpack.operator.translate import gpu_indices, node_from_k8s, node_to_k8s, pod_from_k8s
+from voltpack.operator.translate import (
+    gpu_indices,
+    node_from_k8s,
+    node_to_k8s,
+    pod_from_k8s,
+    pod_priority,
+)
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 
@@ -158,3 +164,25 @@ def test_a_fitting_gang_is_placed_whole() -> None:
     assert len(plan.gangs) == 1
     assert sorted(p.node for p in plan.gangs[0]) == ["n0", "n1", "n2", "n3"]
     assert plan.unplaced == {}
+
+
+def _priority_pod(annotation: str | None, owner_kind: str | None) -> dict[str, object]:
+    meta: dict[str, object] = {"name": "p", "namespace": "default"}
+    if annotation is not None:
+        meta["annotations"] = {"voltpack.io/priority": annotation}
+    if owner_kind is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "voltpack.io/v1alpha1", "kind": owner_kind, "name": "o",
+             "uid": "u", "controller": True}
+        ]  # fmt: skip
+    return {"metadata": meta, "spec": {"priority": 7}}
+
+
+def test_priority_annotation_counts_only_on_pods_voltpack_controls() -> None:
+    assert pod_priority(_priority_pod("1000", "GPUJob")) == 1000
+    assert pod_priority(_priority_pod("1000", "InferenceService")) == 1000
+    # a plain pod cannot raise its own priority past its PriorityClass's
+    assert pod_priority(_priority_pod("1000", None)) == 7
+    assert pod_priority(_priority_pod(None, "GPUJob")) == 7
+    with pytest.raises(InvalidRequestError, match=r"voltpack\.io/priority='high'"):
+        pod_priority(_priority_pod("high", "GPUJob"))

@@ -23,6 +23,7 @@ from voltpack.model.resources.inferenceservice import (
 from voltpack.operator.conventions import (
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
+    PRIORITY_ANNOTATION,
     SCHEDULER_NAME,
     WORKLOAD_ANNOTATION,
 )
@@ -104,10 +105,15 @@ def replica_pod(
         server["command"] = list(container.command)
     if container.args:
         server["args"] = list(container.args)
+    # a real API server refuses a literal spec.priority: without a PriorityClass the priority
+    # travels in voltpack's annotation, which only voltpack-owned pods may carry
     priority: dict[str, Any] = (
-        {"priorityClassName": spec.priority_class_name}
+        {"priorityClassName": spec.priority_class_name} if spec.priority_class_name else {}
+    )
+    priority_annotation = (
+        {}
         if spec.priority_class_name
-        else {"priority": PRIORITY_VALUES[spec.priority]}
+        else {PRIORITY_ANNOTATION: str(PRIORITY_VALUES[spec.priority])}
     )
     return {
         "apiVersion": "v1",
@@ -125,6 +131,7 @@ def replica_pod(
             "annotations": {
                 WORKLOAD_ANNOTATION: "inference",
                 GPU_MODELS_ANNOTATION: "|".join(accepted_gpu_models(group.gpu_type)),
+                **priority_annotation,
             },
             "ownerReferences": [
                 {

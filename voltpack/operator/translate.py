@@ -93,11 +93,27 @@ def pod_from_k8s(pod: dict[str, Any]) -> Pod:
         raise InvalidRequestError(str(exc.errors()[0]["msg"])) from None
 
 
+PRIORITY_OWNER_KINDS = ("GPUJob", "InferenceService")
+"""voltpack kinds whose pods carry their priority in `PRIORITY_ANNOTATION` (set by the operator
+from the owner's spec); any other pod's annotation is ignored, so a plain pod cannot raise its
+own priority past what its PriorityClass gives."""
+
+
+def _owned_by_voltpack(meta: dict[str, Any]) -> bool:
+    return any(
+        owner.get("controller")
+        and owner.get("kind") in PRIORITY_OWNER_KINDS
+        and str(owner.get("apiVersion", "")).startswith("voltpack.io/")
+        for owner in meta.get("ownerReferences") or []
+    )
+
+
 def pod_priority(pod: dict[str, Any]) -> int:
-    """The pod's `voltpack.io/priority` annotation, else its `spec.priority` (0 without)."""
+    """The `voltpack.io/priority` annotation of a pod a GPUJob or InferenceService controls,
+    else the pod's `spec.priority` (from its PriorityClass; 0 without)."""
     meta = pod.get("metadata") or {}
     text = (meta.get("annotations") or {}).get(PRIORITY_ANNOTATION)
-    if text is None:
+    if text is None or not _owned_by_voltpack(meta):
         return int(pod.get("spec", {}).get("priority") or 0)
     try:
         return int(text)
