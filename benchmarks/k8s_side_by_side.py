@@ -198,6 +198,10 @@ def create_all(plane: ControlPlane, bodies: Sequence[dict[str, Any]], threads: i
     return time.perf_counter() - started
 
 
+class WatchExpiredError(RuntimeError):
+    """The watch's version is gone (410 after etcd compaction): list again."""
+
+
 class PodWatch:
     """Follows the pods of NAMESPACE through one streaming watch: where each is bound, and
     which a scheduler tried and marked unschedulable (condition PodScheduled=False)."""
@@ -208,15 +212,15 @@ class PodWatch:
         self.unschedulable: set[str] = set()
         self.events = 0
         self._stop = threading.Event()
-        listed = self.core.list_namespaced_pod(NAMESPACE, limit=1)
-        self._version = str(listed.metadata.resource_version)
+        self._version = ""
+        self._relist()
         self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                response = self.core.list_namespaced_pod(
+                response: Any = self.core.list_namespaced_pod(
                     NAMESPACE, watch=True, resource_version=self._version,
                     allow_watch_bookmarks=True, timeout_seconds=1800, _preload_content=False,
                 )  # fmt: skip
@@ -233,11 +237,23 @@ class PodWatch:
                 if not self._stop.is_set():
                     print(f"pod watch: {error!r}; reconnecting", file=sys.stderr, flush=True)
                     time.sleep(0.5)
+                    if isinstance(error, WatchExpiredError):
+                        self._relist()
+
+    def _relist(self) -> None:
+        """The pods as they are now, and the version to watch from."""
+        response: Any = self.core.list_namespaced_pod(NAMESPACE, _preload_content=False)
+        listed = json.loads(response.data)
+        self.bound.clear()
+        self.unschedulable.clear()
+        for pod in listed["items"]:
+            self._event({"type": "ADDED", "object": pod})
+        self._version = listed["metadata"]["resourceVersion"]
 
     def _event(self, event: dict[str, Any]) -> None:
         kind, obj = event["type"], event["object"]
         if kind == "ERROR":
-            raise RuntimeError(f"watch error: {obj}")
+            raise WatchExpiredError(f"watch error: {obj}")
         self._version = obj["metadata"]["resourceVersion"]
         if kind == "BOOKMARK":
             return
@@ -270,7 +286,7 @@ def wait_until(what: str, ready: Callable[[], bool], timeout_s: float) -> None:
 
 def ready_nodes(core: client.CoreV1Api) -> int:
     """Nodes kwok has made Ready."""
-    response = core.list_node(_preload_content=False)
+    response: Any = core.list_node(_preload_content=False)
     items = json.loads(response.data)["items"]
     return sum(
         1
@@ -300,7 +316,7 @@ def prepared_cluster(nodes: Sequence[Node], pods: Sequence[dict[str, Any]]) -> I
         timings = {"control_plane_start_s": time.perf_counter() - started}
         core = client.CoreV1Api(api)
         for namespace in (NAMESPACE, "voltpack-system"):
-            core.create_namespace({"metadata": {"name": namespace}})
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
         extensions = client.ApiextensionsV1Api(api)
         for path in sorted(CRDS.glob("*.yaml")):
             extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
