@@ -173,9 +173,7 @@ class StragglerFlag:
         clock = by_name.get("sm_clock_mhz", float("nan"))
         busy = by_name.get("utilization", float("nan"))
         if np.isfinite(clock) and clock < -0.03 and self.expected_cap_slowdown <= 1.0:
-            return (
-                "its SM clock is below its peers' without a cap: throttling (thermal, power brake)"
-            )
+            return "SM clock below its peers' without a cap: throttling (thermal, power brake)"
         if np.isfinite(busy) and busy < -0.1:
             return "GPU less busy than its peers': the delay is likely off the GPU (host, input)"
         return ""
