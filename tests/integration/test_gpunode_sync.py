@@ -151,3 +151,90 @@ def test_without_actuation_the_spec_is_reported_not_applied(
     applied = {c["type"]: c for c in status["conditions"]}["SettingsApplied"]
     assert (applied["status"], applied["reason"]) == ("False", "ActuationDisabled")
     assert "1 GPU(s)" in applied["message"]
+
+
+def test_fault_signals_become_gpu_faults_health_and_conditions(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    wall = [1_700_000_000.0]  # 2023-11-14T22:13:20Z
+    backend = SimulatedBackend(
+        "H100-SXM", 6, node_name="f", xid_hold_s=600, wall_clock=lambda: wall[0]
+    )
+    sync = GpuNodeSync(custom, "f", backend)
+    backend.inject_xid(2, 79)
+    backend.inject_xid(2, 13)
+    backend.inject_ecc_errors(3, 2)
+    backend.set_hw_throttle(4, ("hw-thermal-slowdown",))
+    backend.mark_lost(5)
+    sync.reconcile_once()
+
+    status = gpunode(custom, "f")["status"]
+    gpus = status["gpus"]
+    assert [g["health"] for g in gpus] == [
+        "Healthy", "Healthy", "Unhealthy", "Unhealthy", "Healthy", "Unhealthy"
+    ]  # fmt: skip
+    assert gpus[0].get("faults", []) == []
+    assert [(f["signal"], f["code"], f["action"]) for f in gpus[2]["faults"]] == [
+        ("xid", 13, "none"),
+        ("xid", 79, "reboot"),
+    ]
+    assert gpus[2]["faults"][1]["firstSeen"] == "2023-11-14T22:13:20Z"
+    assert [(f["signal"], f["action"]) for f in gpus[3]["faults"]] == [("ecc", "reset")]
+    assert [(f["signal"], f["action"]) for f in gpus[4]["faults"]] == [("thermal", "none")]
+    assert [(f["signal"], f["action"]) for f in gpus[5]["faults"]] == [("fell-off-bus", "reboot")]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert "GPU0Fault" not in conditions
+    assert conditions["GPU2Fault"]["status"] == "True"
+    assert conditions["GPU2Fault"]["reason"] == "Xid79"
+    assert "needs: reboot" in conditions["GPU2Fault"]["message"]
+    assert conditions["GPU3Fault"]["reason"] == "Ecc"
+    assert conditions["GPU4Fault"]["reason"] == "Thermal"
+    assert "needs: none" in conditions["GPU4Fault"]["message"]
+    assert conditions["GPU5Fault"]["reason"] == "FellOffBus"
+
+    # a minute on, XID 79 again: last seen moves, first seen stays
+    wall[0] += 60
+    backend.inject_xid(2, 79)
+    sync.reconcile_once()
+    xid79 = gpunode(custom, "f")["status"]["gpus"][2]["faults"][1]
+    assert (xid79["firstSeen"], xid79["lastSeen"]) == (
+        "2023-11-14T22:13:20Z",
+        "2023-11-14T22:14:20Z",
+    )
+
+    # GPU 2 is reset, GPU 3 too (volatile ECC clears), GPU 5 comes back, GPU 4 cools down
+    for index in (2, 3, 5):
+        backend.reset_gpu(index)
+    backend.set_hw_throttle(4, ())
+    sync.reconcile_once()
+    status = gpunode(custom, "f")["status"]
+    assert {g["health"] for g in status["gpus"]} == {"Healthy"}
+    assert all(not g.get("faults") for g in status["gpus"])
+    assert not [c for c in status["conditions"] if c["type"].endswith("Fault")]
+
+
+def test_an_xid_clears_after_the_hold_time_without_a_reset(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    wall = [1_700_000_000.0]
+    backend = SimulatedBackend(
+        "H100-SXM", 2, node_name="h", xid_hold_s=600, wall_clock=lambda: wall[0]
+    )
+    sync = GpuNodeSync(custom, "h", backend)
+    backend.inject_xid(1, 48)
+    sync.reconcile_once()
+    assert gpunode(custom, "h")["status"]["gpus"][1]["health"] == "Unhealthy"
+    wall[0] += 600
+    sync.reconcile_once()
+    assert gpunode(custom, "h")["status"]["gpus"][1]["health"] == "Unhealthy"  # held
+    wall[0] += 1
+    sync.reconcile_once()
+    status = gpunode(custom, "h")["status"]
+    assert status["gpus"][1]["health"] == "Healthy"
+    assert "GPU1Fault" not in {c["type"] for c in status["conditions"]}

@@ -231,3 +231,54 @@ def test_dcgm_compat_names_units_and_labels(backend: SimulatedBackend) -> None:
     result = promtool_check_metrics(body)
     problems = [line for line in result.stderr.splitlines() if line.strip()]
     assert all("label names should be written in 'snake_case'" in p for p in problems), problems
+
+
+def test_fault_metrics_pass_promtool_and_reach_prometheus(
+    agent: RunningAgent, tmp_path: Path, backend: SimulatedBackend
+) -> None:
+    backend.inject_xid(2, 48)
+    backend.inject_xid(2, 48)
+    backend.inject_xid(2, 13)
+    backend.set_row_remap(4, pending=False, failure=True)
+    backend.set_hw_throttle(6, ("hw-power-brake-slowdown",))
+    backend.mark_lost(5)
+    agent.agent.sample_once(full=True)
+    body = scrape(agent)
+    result = promtool_check_metrics(body)
+    assert result.returncode == 0, f"promtool:\n{result.stdout}{result.stderr}"
+    names = samples(body)
+    worst = {lbl["gpu"]: lbl["action"] for lbl, v in names["voltpack_gpu_fault_action"] if v}
+    assert worst == {
+        "0": "none", "1": "none", "2": "reset", "3": "none",
+        "4": "replace", "5": "reboot", "6": "none", "7": "none",
+    }  # fmt: skip
+    assert len(names["voltpack_gpu_fault_action"]) == 4 * GPUS  # one-hot over 4 actions
+    active = sorted(
+        (lbl["gpu"], lbl["signal"], lbl["code"], lbl["action"])
+        for lbl, _ in names["voltpack_gpu_fault_active"]
+    )
+    assert active == [
+        ("2", "xid", "13", "none"),
+        ("2", "xid", "48", "reset"),
+        ("4", "row-remap", "", "replace"),
+        ("5", "fell-off-bus", "", "reboot"),
+        ("6", "power-brake", "", "none"),
+    ]
+    by_code = {
+        (lbl["gpu"], lbl["xid"]): v for lbl, v in names["voltpack_gpu_xid_errors_by_code_total"]
+    }
+    assert by_code == {("2", "48"): 2.0, ("2", "13"): 1.0}
+
+    with running_prometheus(tmp_path, [f"127.0.0.1:{agent.port}"]) as prom:
+        prom.wait_until("the agent target to be up", prom.targets_up)
+        needs = prom.wait_for_query(
+            'voltpack_gpu_fault_action{action!="none"} == 1', lambda r: len(r) == 3
+        )
+        assert {(s["metric"]["gpu"], s["metric"]["action"]) for s in needs} == {
+            ("2", "reset"),
+            ("4", "replace"),
+            ("5", "reboot"),
+        }
+        backend.reset_gpu(2)
+        prom.wait_for_query('voltpack_gpu_fault_action{gpu="2",action="none"} == 1', bool)
+        assert prom.query('voltpack_gpu_fault_active{gpu="2"}') == []

@@ -146,7 +146,14 @@ def test_nvlink_error_growth(state: Path, backend: NvmlBackend) -> None:
     assert recovery.action == "reset"
     assert "recovery +1" in recovery.message
 
-    assert backend.sample(0).faults == ()  # no growth since: cleared
+    # latched like an XID: no growth since, still held, with the worst action it was raised with
+    held = by_signal(backend.sample(0).faults)[("nvlink", None)]
+    assert held.action == "reset"
+    assert held.first_seen_s == replay.first_seen_s
+    update_state(state, {"gpu.0.energy_mj": "1"})  # a reset restarts the counters
+    assert backend.sample(0).faults == ()
+    update_state(state, {"gpu.0.nvlink_err.0.1": "0", "gpu.0.nvlink_err.1.0": "0"})
+    assert backend.sample(0).faults == ()  # counters restarted from zero: a new baseline
 
 
 def test_lost_gpu_is_fell_off_the_bus_until_it_answers(

@@ -4,6 +4,14 @@ and apply the power limits and clock locks the spec asks for, reporting what was
 Level-triggered: each pass reads the spec as it is now and the device as it is now, changes
 only what differs, and writes the whole status. A refused setting (permission, range) becomes a
 `SettingsApplied=False` condition with the driver's message; it never stops the agent.
+
+Fault signals (`voltpack.telemetry.faults`, as the backend tracks them) go into each GPU's
+`faults` (signal, code, action, message, first and last seen). A GPU is `Unhealthy` when it does
+not answer or when its worst fault calls for an action (reset, reboot, replace); a GPU with only
+`none` faults (thermal or power-brake throttling, application XIDs) stays `Healthy`. Every GPU
+with an active fault gets a `GPU<index>Fault` condition (status True, reason from its worst
+fault, e.g. `Xid79` or `RowRemap`, message listing the faults and the action, transition time
+the earliest first seen); the condition is absent once the faults clear.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from voltpack.telemetry.device import (
     TelemetryError,
     Topology,
 )
+from voltpack.telemetry.faults import ACTION_ORDER, ActiveFault, worst_action
 from voltpack.telemetry.sysfs_topology import SysfsTopology, discover_topology, with_pcie_links
 
 log = logging.getLogger(__name__)
@@ -36,6 +45,39 @@ POWER_TOLERANCE_W = 1.0
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rfc3339(unix_s: float) -> str:
+    return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fault_status(fault: ActiveFault) -> dict[str, Any]:
+    """One active fault as a `GpuFault` (camelCase, as in the CRD)."""
+    return {
+        "signal": fault.signal,
+        "code": fault.code,
+        "action": fault.action,
+        "message": fault.message,
+        "firstSeen": _rfc3339(fault.first_seen_s),
+        "lastSeen": _rfc3339(fault.last_seen_s),
+    }
+
+
+def fault_condition(index: int, faults: tuple[ActiveFault, ...]) -> dict[str, Any]:
+    """The `GPU<index>Fault` condition of a GPU with active faults."""
+    worst = max(faults, key=lambda f: (ACTION_ORDER.index(f.action), -f.first_seen_s))
+    reason = "".join(part.capitalize() for part in worst.signal.split("-"))
+    if worst.code is not None:
+        reason += str(worst.code)
+    action = worst_action(faults)
+    return {
+        "type": f"GPU{index}Fault",
+        "status": "True",
+        "reason": reason,
+        "message": f"GPU {index} needs: {action}; "
+        + "; ".join(f"{f.message} [{f.action}]" for f in faults),
+        "lastTransitionTime": _rfc3339(min(f.first_seen_s for f in faults)),
+    }
 
 
 def nvlink_domains(topology: Topology) -> list[list[int]]:
@@ -197,9 +239,13 @@ class GpuNodeSync:
     ) -> None:
         inventory = {gpu.index: gpu for gpu in self.backend.inventory()}
         devices = []
+        fault_conditions = []
         for index, gpu in sorted(inventory.items()):
             sample = samples.get(index)
-            healthy = sample is not None and sample.healthy
+            faults = sample.faults if sample is not None else self.backend.faults(index)
+            healthy = sample is not None and sample.healthy and worst_action(faults) == "none"
+            if faults:
+                fault_conditions.append(fault_condition(index, faults))
             locked = self._locked.get(index)
             devices.append(
                 {
@@ -213,6 +259,7 @@ class GpuNodeSync:
                     "lockedClocks": (
                         {"minMhz": locked[0], "maxMhz": locked[1]} if locked else None
                     ),
+                    "faults": [fault_status(fault) for fault in faults],
                 }
             )
         topology_status = self._topology_status(list(inventory.values()))
@@ -234,6 +281,7 @@ class GpuNodeSync:
                 "message": f"the agent runs with --no-actuate: settings for {ignored} GPU(s) "
                 "not applied (enable actuation on this node to apply them)",
             }
+        conditions += fault_conditions
         status = GpuNodeStatus.model_validate(
             {
                 "gpus": devices,

@@ -146,6 +146,8 @@ class NodeAgent:
 
     def readings(self) -> NodeReadings:
         """The latest state of every GPU, for the exporter."""
+        # The backend's fault view (never raises): a lost GPU's fell-off-bus fault included.
+        faults = {gpu.index: self.backend.faults(gpu.index) for gpu in self._inventory}
         with self._lock:
             gpus = tuple(
                 GpuReading(
@@ -156,6 +158,7 @@ class NodeAgent:
                         and gpu.index in self._samples
                         and self._samples[gpu.index].healthy
                     ),
+                    faults=faults[gpu.index],
                 )
                 for gpu in self._inventory
             )

@@ -73,6 +73,8 @@ class GpuSample:
     last_xid: int | None = None
     faults: tuple[ActiveFault, ...] = ()
     """Active fault signals after this reading (see `voltpack.telemetry.faults`)."""
+    xid_counts: tuple[tuple[int, int], ...] = ()
+    """(XID, events seen since the agent started) for each XID seen, by XID number."""
 
 
 @dataclass(frozen=True)

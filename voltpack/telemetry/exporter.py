@@ -8,7 +8,15 @@ Names follow Prometheus' guidelines: base units as suffixes (`_watts`, `_joules_
 `_bytes`, `_hertz`, `_ratio`, `_seconds`), counters end in `_total`, and labels identify a GPU
 (`node`, `gpu`, `uuid`, `model`, plus `namespace`, `pod`, `container` when a pod mapping is
 given). A value the backend cannot read (None) is left out, never exported as 0. A GPU that is
-not healthy exports only `voltpack_gpu_healthy 0`, so no stale reading looks current.
+not healthy exports only `voltpack_gpu_healthy 0` (and its fault metrics), so no stale reading
+looks current.
+
+Fault signals (`voltpack.telemetry.faults`), for every GPU, answering or not:
+`voltpack_gpu_fault_action{action}` is 1 for the most severe action the GPU's active faults call
+for (`none` without faults) and 0 for the other three; `voltpack_gpu_fault_active{signal,code,
+action}` is 1 per active fault (`code` is the XID, empty for other signals); and
+`voltpack_gpu_xid_errors_by_code_total{xid}` counts XID events by number.
+`voltpack_gpu_healthy` keeps its meaning (the GPU answers its reads).
 
 With `dcgm_compat=True` the exporter also serves the dcgm-exporter names that existing
 dashboards use, in dcgm-exporter's units and labels (`gpu`, `UUID`, `device`, `modelName`,
@@ -28,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from voltpack.telemetry.device import GpuInventory, GpuSample
+from voltpack.telemetry.faults import ACTION_ORDER, ActiveFault, worst_action
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """Content type of `TelemetryExporter.render()`."""
@@ -57,6 +66,7 @@ class GpuReading:
     inventory: GpuInventory
     sample: GpuSample | None
     healthy: bool
+    faults: tuple[ActiveFault, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +204,7 @@ class GpuCollector(Collector):
             values,
             1.0 if gpu.healthy else 0.0,
         )
+        self._collect_faults(out, names, values, gpu)
         inv, s = gpu.inventory, gpu.sample
         if inv.memory_total_bytes is not None:
             out.gauge(
@@ -245,6 +256,14 @@ class GpuCollector(Collector):
         for name, doc, value in counters:
             if value is not None:
                 out.counter(name, doc, names, values, value)
+        for xid, count in s.xid_counts:
+            out.counter(
+                "voltpack_gpu_xid_errors_by_code",
+                "XID events the driver delivered for the GPU, by XID number.",
+                [*names, "xid"],
+                [*values, str(xid)],
+                float(count),
+            )
         seen = self._seen_throttle.setdefault(inv.uuid, set())
         seen.update(s.throttle_reasons)
         for reason in sorted(seen):
@@ -254,6 +273,31 @@ class GpuCollector(Collector):
                 [*names, "reason"],
                 [*values, reason],
                 1.0 if reason in s.throttle_reasons else 0.0,
+            )
+
+    @staticmethod
+    def _collect_faults(
+        out: _Families, names: list[str], values: list[str], gpu: GpuReading
+    ) -> None:
+        worst = worst_action(gpu.faults)
+        for action in ACTION_ORDER:
+            out.gauge(
+                "voltpack_gpu_fault_action",
+                "1 for the most severe action the GPU's active faults call for (none, reset, "
+                "reboot, replace), else 0.",
+                [*names, "action"],
+                [*values, action],
+                1.0 if action == worst else 0.0,
+            )
+        for fault in gpu.faults:
+            code = "" if fault.code is None else str(fault.code)
+            out.gauge(
+                "voltpack_gpu_fault_active",
+                "1 per active fault signal of the GPU (xid, ecc, row-remap, nvlink, "
+                "fell-off-bus, thermal, power-brake); code is the XID.",
+                [*names, "signal", "code", "action"],
+                [*values, fault.signal, code, fault.action],
+                1.0,
             )
 
     @staticmethod

@@ -3,13 +3,14 @@
 A backend observes two kinds of signal on every `sample()`:
 
 * **level** signals (ECC uncorrected errors since the last reset, row remapping pending or
-  failed, NVLink error counters that grew, the GPU fell off the bus, hardware thermal
-  slowdown, hardware power brake): active while the device reports them, cleared on the first
-  observation that does not;
-* **event** signals (XIDs, delivered once through NVML's event set): latched. An XID stays
-  active until the GPU is reset (`FaultTracker.reset`: the driver's energy counter went
-  backwards, or the GPU answers again after being lost) or until it has not been raised again
-  for `xid_hold_s` seconds (default `DEFAULT_XID_HOLD_S`).
+  failed, the GPU fell off the bus, hardware thermal slowdown, hardware power brake): active
+  while the device reports them, cleared on the first observation that does not;
+* **event** signals (XIDs, delivered once through NVML's event set, and NVLink error counters
+  that grew since the previous sample): latched. Such a fault stays active until the GPU is
+  reset (`FaultTracker.reset`: the driver's energy counter went backwards, or the GPU answers
+  again after being lost) or until it has not been raised again for `xid_hold_s` seconds
+  (default `DEFAULT_XID_HOLD_S`); while latched it keeps the most severe action it was raised
+  with.
 
 `FaultTracker` keeps, per GPU, each active fault with the wall-clock time it was first and last
 seen, and a running count of XIDs by code (for `voltpack_gpu_xid_errors_by_code_total`). It is
@@ -30,6 +31,9 @@ FaultSignalKind = Literal[
 FaultAction = Literal["none", "reset", "reboot", "replace"]
 ACTION_ORDER: tuple[FaultAction, ...] = ("none", "reset", "reboot", "replace")
 """Least to most severe (as `voltpack.model.resources.gpunode.FAULT_ACTION_ORDER`)."""
+
+LATCHED_SIGNALS: frozenset[str] = frozenset({"xid", "nvlink"})
+"""Event signals: latched until a reset or the hold time (see the module docstring)."""
 
 DEFAULT_XID_HOLD_S = 900.0
 """An XID not raised again for this long (and no reset seen) clears: 15 minutes."""
@@ -97,7 +101,7 @@ class FaultTracker:
             faults = self._active.setdefault(index, {})
             current = {signal.key: signal for signal in level}
             for key, fault in list(faults.items()):
-                if fault.signal == "xid":
+                if fault.signal in LATCHED_SIGNALS:
                     if now - fault.last_seen_s > self.xid_hold_s:
                         del faults[key]
                 elif key not in current:
@@ -112,10 +116,10 @@ class FaultTracker:
             return self._sorted(faults)
 
     def reset(self, index: int) -> None:
-        """The GPU was reset (or came back): its latched XIDs clear."""
+        """The GPU was reset (or came back): its latched faults (XIDs, NVLink) clear."""
         with self._lock:
             faults = self._active.get(index, {})
-            for key in [k for k, f in faults.items() if f.signal == "xid"]:
+            for key in [k for k, f in faults.items() if f.signal in LATCHED_SIGNALS]:
                 del faults[key]
 
     def active(self, index: int) -> tuple[ActiveFault, ...]:
@@ -126,7 +130,7 @@ class FaultTracker:
             return tuple(
                 f
                 for f in self._sorted(faults)
-                if f.signal != "xid" or now - f.last_seen_s <= self.xid_hold_s
+                if f.signal not in LATCHED_SIGNALS or now - f.last_seen_s <= self.xid_hold_s
             )
 
     def xid_counts(self, index: int) -> dict[int, int]:
@@ -144,8 +148,11 @@ class FaultTracker:
                 signal.signal, signal.action, signal.message, signal.code, now, now
             )
         else:
+            action = signal.action
+            if signal.signal in LATCHED_SIGNALS:
+                action = max(action, old.action, key=ACTION_ORDER.index)
             faults[signal.key] = replace(
-                old, action=signal.action, message=signal.message, last_seen_s=now
+                old, action=action, message=signal.message, last_seen_s=now
             )
 
     @staticmethod

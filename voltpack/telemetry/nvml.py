@@ -309,10 +309,11 @@ class NvmlBackend(PowerLimitActuation):
         level = [
             *ecc_signal(None if ecc is None else int(ecc)),
             *([] if remap is None else row_remap_signals(bool(remap[2]), bool(remap[3]))),
-            *nvlink_signal(self._nvlink_growth(index, h)),
             *throttle_signals(throttle),
         ]
-        faults = self._faults.observe(index, level, [self._catalog.signal(x) for x in xids])
+        events = [self._catalog.signal(x) for x in xids]
+        events += nvlink_signal(self._nvlink_growth(index, h))
+        faults = self._faults.observe(index, level, events)
         if xids:
             self._last_xid[index] = xids[-1]
         supported = self._event_sets.get(index) is not None
@@ -334,6 +335,7 @@ class NvmlBackend(PowerLimitActuation):
             xid_errors_total=sum(self._faults.xid_counts(index).values()) if supported else None,
             last_xid=self._last_xid.get(index),
             faults=faults,
+            xid_counts=tuple(sorted(self._faults.xid_counts(index).items())),
         )
 
     # -- fault signals ------------------------------------------------------------------------

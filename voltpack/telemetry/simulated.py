@@ -285,11 +285,11 @@ class SimulatedBackend:
             level = [
                 *ecc_signal(gpu.ecc_volatile),
                 *row_remap_signals(gpu.row_remap_pending, gpu.row_remap_failure),
-                *nvlink_signal(gpu.nvlink_grown),
                 *throttle_signals(throttle),
             ]
+            events = [*self._xids(gpu), *nvlink_signal(gpu.nvlink_grown)]
             gpu.nvlink_grown = {}
-            faults = self._faults.observe(index, level, self._xids(gpu))
+            faults = self._faults.observe(index, level, events)
             memory_used = (
                 int(self.memory_total_bytes * (0.05 + 0.85 * op.utilization)) // _MIB * _MIB
                 if self.memory_total_bytes is not None
@@ -312,6 +312,7 @@ class SimulatedBackend:
                 xid_errors_total=gpu.xid_errors_total,
                 last_xid=gpu.last_xid,
                 faults=faults,
+                xid_counts=tuple(sorted(self._faults.xid_counts(index).items())),
             )
 
     def faults(self, index: int) -> tuple[ActiveFault, ...]:
