@@ -324,7 +324,12 @@ def test_exporter_omits_unknown_values_and_adds_pod_labels() -> None:
     )
     body = exporter.render().decode()
     families = {family.name for family in text_string_to_metric_families(body)}
-    assert families == {"voltpack_gpu_healthy", "voltpack_gpu_power_watts"}
+    # the worst fault action is always known (none without faults), so always served
+    assert families == {
+        "voltpack_gpu_healthy",
+        "voltpack_gpu_power_watts",
+        "voltpack_gpu_fault_action",
+    }
     assert 'namespace="ns"' in body and 'pod="pod-0"' in body and 'container="c"' in body
     # no global registry side effects: two exporters coexist
     assert TelemetryExporter(lambda: readings).render() != b""
