@@ -74,6 +74,9 @@ class JobView(_View):
     placement_reason: str | None = None
     """Why the gang was placed where it is, when voltpack recorded it (topology-placed gangs:
     the domain, and the predicted step time against the ideal)."""
+    recovery_reason: str | None = None
+    """The last fault recovery of a GPUJob and why (a GPU fault: restarted from its checkpoint,
+    shrunk in place, grown back, or a restart deferred by the budget)."""
 
 
 class QueueView(_View):

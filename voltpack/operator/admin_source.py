@@ -594,6 +594,7 @@ class KubeAdminSource:
                         ),
                         None,
                     ),
+                    recovery_reason=_recovery_reason(job),
                 )
             )
         return views
@@ -675,6 +676,12 @@ def latest_reasons(events: list[dict[str, Any]]) -> dict[str, str]:
         if key not in latest or stamp >= latest[key][0]:
             latest[key] = (stamp, str(event.get("message") or event.get("reason") or ""))
     return {key: message for key, (_, message) in latest.items()}
+
+
+def _recovery_reason(job: dict[str, Any] | None) -> str | None:
+    """A GPUJob's last fault recovery and why (`status.recovery.message`, gang_recovery.py)."""
+    recovery = ((job or {}).get("status") or {}).get("recovery") or {}
+    return str(recovery.get("message") or "") or None
 
 
 def _worker_view(pod: dict[str, Any], reasons: dict[str, str]) -> WorkerView:

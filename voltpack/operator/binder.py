@@ -46,6 +46,7 @@ def bind_gang(
     placements: Sequence[Placement],
     uids: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    ranks: dict[str, int] | None = None,
 ) -> dict[str, str]:
     """Bind every pod of a gang; return the failures by pod.
 
@@ -57,10 +58,12 @@ def bind_gang(
     since the snapshot is neither labelled nor bound (UID precondition). A binding that fails
     after others of the gang succeeded (the pod was deleted or bound elsewhere meanwhile) is
     reported; the next cycle sees the cluster as it is. `annotations` are written on every pod
-    with the binding.
+    with the binding. `ranks` overrides the rank of some pods (a worker rejoining a running
+    elastic job takes the rank the job lacks).
     """
     failures: dict[str, str] = {}
-    for rank, placement in enumerate(placements):
+    for position, placement in enumerate(placements):
+        rank = (ranks or {}).get(placement.pod, position)
         namespace, name = _split(placement.pod)
         if len(placements) > 1:
             patch: dict[str, Any] = {"metadata": {"labels": {RANK_LABEL: str(rank)}}}

@@ -18,6 +18,7 @@ from voltpack.operator.conventions import (
     POD_GROUP_ANNOTATION,
     SCHEDULER_NAME,
 )
+from voltpack.operator.gpu_faults import GpuFaultSeen, cordon, isolation_of
 from voltpack.operator.translate import (
     gpu_indices,
     node_from_k8s,
@@ -26,6 +27,7 @@ from voltpack.operator.translate import (
     pod_nics,
 )
 from voltpack.policies.strategy import pick_best_fit_gpus
+from voltpack.scheduler.fault_recovery import RecoveryPolicy
 from voltpack.scheduler.nic_allocation import nic_for_gpus
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ def build_snapshot(
     nodes: Iterable[dict[str, Any]],
     pods: Iterable[dict[str, Any]],
     layouts: Mapping[str, HostLayout] | None = None,
+    faults: Iterable[GpuFaultSeen] = (),
+    recovery: RecoveryPolicy | None = None,
 ) -> ClusterSnapshot:
     """The cluster's free resources: node capacity minus every bound, still-running pod.
 
@@ -58,6 +62,9 @@ def build_snapshot(
     GPU shares go to the GPUs voltpack recorded on the pod; pods bound by someone else get the
     best-fitting GPUs (what the device plugin would most likely have given them). RDMA shares
     go to the NICs voltpack recorded (`voltpack.io/nics`), else to the nearest NIC with room.
+    GPUs with `faults` (from their GPUNodes, `gpu_faults.gpu_faults`) are cordoned last: taken
+    out of the free capacity (the GPU, or its whole node for a reboot; `gpu_faults.py`), the
+    pods already on them still accounted.
     """
     ready = []
     for empty in sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name):
@@ -80,6 +87,8 @@ def build_snapshot(
             snapshot.allocate(node, request, gpus, nics)
         except InvalidRequestError as exc:
             log.warning("pod %s on %s not accounted: %s", pod_key(pod), node_name, exc)
+    names = {name: row for row, name in enumerate(snapshot.node_names)}
+    cordon(snapshot, isolation_of(faults, names, recovery or RecoveryPolicy()))
     return snapshot
 
 

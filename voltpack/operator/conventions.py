@@ -67,3 +67,11 @@ PREDICTED_STEP_ANNOTATION = "voltpack.io/predicted-step-seconds"
 """Written by voltpack when binding a training gang placed by step time: the predicted step
 time of its placement (with `voltpack.io/ideal-step-seconds`, the ideal placement's)."""
 IDEAL_STEP_ANNOTATION = "voltpack.io/ideal-step-seconds"
+WORLD_SIZE_ANNOTATION = "voltpack.io/world-size"
+"""On the workers of an elastic GPUJob: the number of workers the job runs with now (updated on
+a shrink or a grow); new workers read it as `WORLD_SIZE` (docs/elastic-training.md)."""
+WORKER_RANKS_ANNOTATION = "voltpack.io/world-ranks"
+"""With `voltpack.io/world-size`: the ranks of the job's workers now, comma-separated."""
+REJOIN_RANK_ANNOTATION = "voltpack.io/rejoin-rank"
+"""Written by the GPUJob controller on a worker that rejoins a running elastic job: the rank it
+takes (the binder writes it as the pod's `voltpack.io/rank` instead of its position)."""

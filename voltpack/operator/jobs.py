@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -26,11 +27,14 @@ from voltpack.operator.conventions import (
     QUEUE_ANNOTATION,
     RANK_ANNOTATION,
     RDMA_PERCENT_ANNOTATION,
+    REJOIN_RANK_ANNOTATION,
     SCHEDULER_NAME,
     TENSOR_PARALLEL_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
     TRAINING_MODEL_ANNOTATION,
+    WORKER_RANKS_ANNOTATION,
+    WORLD_SIZE_ANNOTATION,
 )
 from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.operator.translate import gpu_indices
@@ -42,13 +46,55 @@ JOB_LABEL = "voltpack.io/job"
 FINALIZER = "voltpack.io/worker-cleanup"
 
 
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What fault recovery (gang_recovery.py) asks of the controller for one job."""
+
+    skip: frozenset[int] = frozenset()
+    """Worker indices not to create now (an elastic job's missing workers, or all of a gang
+    whose old pods are still being deleted)."""
+    rejoin: Mapping[int, int] = field(default_factory=dict)
+    """Worker index -> rank: create as a worker joining the running job (placed alone)."""
+    world_size: int | None = None
+    """Workers the job runs with now (elastic); None: `spec.workers`."""
+    ranks: tuple[int, ...] = ()
+    """Ranks of the job's workers now (elastic), for `voltpack.io/world-ranks`."""
+    recovery: dict[str, Any] | None = None
+    """`status.recovery`; None: keep what the status has."""
+    condition: dict[str, Any] | None = None
+    """The `Recovered` condition; None: keep what the status has."""
+
+
+def is_elastic(spec: GpuJobSpec) -> bool:
+    """A job that may run with fewer workers than it asks for (docs/elastic-training.md)."""
+    return spec.min_workers is not None and spec.min_workers < spec.workers
+
+
 def worker_name(job: str, index: int) -> str:
     """Name of a job's worker pod."""
     return f"{job}-worker-{index}"
 
 
-def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, Any]:
-    """The pod of worker `index`, from the job's template, for voltpack to schedule."""
+def worker_index(job: str, pod_name: str) -> int | None:
+    """The index of a worker pod of `job` from its name; None if not one."""
+    prefix = f"{job}-worker-"
+    tail = pod_name[len(prefix) :] if pod_name.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
+def worker_pod(
+    job: dict[str, Any],
+    spec: GpuJobSpec,
+    index: int,
+    plan: WorkerPlan | None = None,
+) -> dict[str, Any]:
+    """The pod of worker `index`, from the job's template, for voltpack to schedule.
+
+    An elastic job's workers carry `voltpack.io/world-size` and `voltpack.io/world-ranks`
+    (their `WORLD_SIZE` comes from the first); a worker rejoining a running elastic job is a
+    gang of one that takes the rank the job lacks (`plan.rejoin`).
+    """
+    plan = plan or WorkerPlan()
     meta = job["metadata"]
     template = copy.deepcopy(spec.template)
     pod_meta = template.get("metadata") or {}
@@ -68,6 +114,13 @@ def worker_pod(job: dict[str, Any], spec: GpuJobSpec, index: int) -> dict[str, A
     if spec.gpu_models:
         annotations[GPU_MODELS_ANNOTATION] = "|".join(spec.gpu_models)
     annotations.update(_topology_annotations(spec))
+    if is_elastic(spec):
+        annotations[WORLD_SIZE_ANNOTATION] = str(plan.world_size or spec.workers)
+        ranks = plan.ranks or tuple(range(plan.world_size or spec.workers))
+        annotations[WORKER_RANKS_ANNOTATION] = ",".join(str(r) for r in ranks)
+    if index in plan.rejoin:
+        annotations[MIN_MEMBERS_ANNOTATION] = "1"
+        annotations[REJOIN_RANK_ANNOTATION] = str(plan.rejoin[index])
     pod_spec = template.get("spec") or {}
     pod_spec["schedulerName"] = SCHEDULER_NAME
     containers = pod_spec.get("containers") or [{"name": "worker", "image": "busybox"}]
@@ -125,13 +178,19 @@ def _from_annotation(annotation: str) -> dict[str, Any]:
 
 def _add_worker_env(container: dict[str, Any], spec: GpuJobSpec) -> None:
     """`RANK` and `NCCL_IB_HCA` through the downward API (the kubelet reads the annotations
-    voltpack wrote at binding when the container starts), `WORLD_SIZE` as a value; variables
-    the template already sets are left alone."""
+    voltpack wrote at binding when the container starts), `WORLD_SIZE` as a value (elastic
+    jobs: from `voltpack.io/world-size` too); variables the template already sets are left
+    alone."""
     env = list(container.get("env") or [])
     present = {entry.get("name") for entry in env}
+    world_size: dict[str, Any] = (
+        {"name": "WORLD_SIZE", "valueFrom": _from_annotation(WORLD_SIZE_ANNOTATION)}
+        if is_elastic(spec)
+        else {"name": "WORLD_SIZE", "value": str(spec.workers)}
+    )
     wanted: list[dict[str, Any]] = [
         {"name": "RANK", "valueFrom": _from_annotation(RANK_ANNOTATION)},
-        {"name": "WORLD_SIZE", "value": str(spec.workers)},
+        world_size,
     ]
     if spec.rdma_percent:
         wanted.append({"name": "NCCL_IB_HCA", "valueFrom": _from_annotation(NICS_ANNOTATION)})
@@ -157,13 +216,18 @@ def owning_job(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def job_status(
-    job: dict[str, Any], workers: list[dict[str, Any]], unplaced: dict[str, str]
+    job: dict[str, Any],
+    workers: list[dict[str, Any]],
+    unplaced: dict[str, str],
+    plan: WorkerPlan | None = None,
 ) -> dict[str, Any]:
-    """The job's status from its worker pods and the scheduler's last reasons."""
+    """The job's status from its worker pods, the scheduler's last reasons and what fault
+    recovery did (`plan`)."""
+    plan = plan or WorkerPlan()
     meta = job["metadata"]
     phases = [(w.get("status") or {}).get("phase", "Pending") for w in workers]
     bound = [w for w in workers if (w.get("spec") or {}).get("nodeName")]
-    wanted = int((job.get("spec") or {}).get("workers") or 0)
+    wanted = plan.world_size or int((job.get("spec") or {}).get("workers") or 0)
     if phases and all(p == "Succeeded" for p in phases) and len(phases) == wanted:
         phase = "Succeeded"
     elif any(p == "Failed" for p in phases):
@@ -205,12 +269,20 @@ def job_status(
         }
         for w in sorted(bound, key=lambda w: str(w["metadata"]["name"]))
     ]
-    return {
+    before = job.get("status") or {}
+    recovered = plan.condition or next(
+        (c for c in before.get("conditions") or [] if c.get("type") == "Recovered"), None
+    )
+    status: dict[str, Any] = {
         "phase": phase,
         "placement": placement,
-        "conditions": [condition],
+        "conditions": [condition, recovered] if recovered else [condition],
         "observedGeneration": meta.get("generation"),
     }
+    recovery = plan.recovery if plan.recovery is not None else before.get("recovery")
+    if recovery is not None:
+        status["recovery"] = recovery
+    return status
 
 
 class JobController:
@@ -225,19 +297,30 @@ class JobController:
         return self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, **kwargs)
 
     def reconcile_all(
-        self, jobs: Iterable[dict[str, Any]], pods: list[dict[str, Any]], unplaced: dict[str, str]
+        self,
+        jobs: Iterable[dict[str, Any]],
+        pods: list[dict[str, Any]],
+        unplaced: dict[str, str],
+        plans: Mapping[str, WorkerPlan] | None = None,
     ) -> None:
-        """Reconcile each job; one job's failure does not stop the others."""
+        """Reconcile each job; one job's failure does not stop the others. `plans`: fault
+        recovery's word per job (`namespace/name`)."""
         for job in jobs:
+            key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
             try:
-                self.reconcile(job, pods, unplaced)
+                self.reconcile(job, pods, unplaced, (plans or {}).get(key))
             except Exception as error:
                 log.warning("GPUJob %s: %s", job["metadata"].get("name"), api_message(error))
 
     def reconcile(
-        self, job: dict[str, Any], pods: list[dict[str, Any]], unplaced: dict[str, str]
+        self,
+        job: dict[str, Any],
+        pods: list[dict[str, Any]],
+        unplaced: dict[str, str],
+        plan: WorkerPlan | None = None,
     ) -> None:
-        """Bring one job's pods and status in line with its spec."""
+        """Bring one job's pods and status in line with its spec (and fault recovery's plan)."""
+        plan = plan or WorkerPlan()
         meta = job["metadata"]
         name, namespace = meta["name"], meta["namespace"]
         workers = [
@@ -262,14 +345,15 @@ class JobController:
             return
         existing = {w["metadata"]["name"] for w in workers}
         for index in range(spec.workers):
-            if worker_name(name, index) in existing:
+            if worker_name(name, index) in existing or index in plan.skip:
                 continue
             try:
-                call_json(self.core.create_namespaced_pod, namespace, worker_pod(job, spec, index))
+                pod = worker_pod(job, spec, index, plan)
+                call_json(self.core.create_namespaced_pod, namespace, pod)
             except Exception as error:
                 if status_code(error) != 409:
                     raise
-        status = job_status(job, workers, unplaced)
+        status = job_status(job, workers, unplaced, plan)
         if status != (job.get("status") or {}):
             self._write_status(job, status)
             condition = status["conditions"][0]

@@ -29,9 +29,12 @@ from voltpack.operator.conventions import (
     IDEAL_STEP_ANNOTATION,
     PLACEMENT_REASON_ANNOTATION,
     PREDICTED_STEP_ANNOTATION,
+    REJOIN_RANK_ANNOTATION,
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
+from voltpack.operator.gang_recovery import GangRecovery
+from voltpack.operator.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.inference_services import InferenceServiceController
 from voltpack.operator.job_history import JobHistoryRecorder
@@ -62,6 +65,7 @@ from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.fault_recovery import RecoveryPolicy
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import snapshot_capacity
 from voltpack.store import BufferedStore, DecisionRecord, RetentionSettings
@@ -93,6 +97,8 @@ class OperatorConfig:
     """Record decisions and power in this database (voltpack.store); None: keep no history."""
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     """How long the history keeps each kind of record; applied hourly by the leader."""
+    recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    """GPU faults: cordon granularity, shrink of elastic jobs, restart budget (gang_recovery)."""
 
 
 @dataclass
@@ -129,6 +135,7 @@ class Operator:
         custom = CustomObjectsApi(api_client)
         self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
+        self.recovery = GangRecovery(self.core, config.recovery)
         self.jobs = ResourceCache("gpujobs", self.job_controller.list_function, self.setup)
         self.budgets = ResourceCache(
             "powerbudgets",
@@ -365,7 +372,8 @@ class Operator:
             self.policy.spec.topology,
             self._gpunode_layouts,
         )
-        snapshot = build_snapshot(nodes, pods, topo.layouts)
+        faults = gpu_faults(self.gpunodes.items())
+        snapshot = build_snapshot(nodes, pods, topo.layouts, faults, self.config.recovery)
         if self.power_loop is not None:
             snapshot.power = self.power_loop.headroom(snapshot)
         if snapshot.node_names != self._node_names or self._scheduler is None:
@@ -419,7 +427,11 @@ class Operator:
         for planned in hetero.moves:
             carry_out_move(self.core, planned.move, planned.workers)
             self.stats.moved_jobs += 1
-        self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced)
+        isolation = isolation_of(
+            faults, {n: i for i, n in enumerate(snapshot.node_names)}, self.config.recovery
+        )
+        worker_plans = self.recovery.cycle(gpujobs, pods, faults, isolation, snapshot)
+        self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced, worker_plans)
         if self.job_history is not None:
             self.job_history.observe(gpujobs)
         self._last_unplaced = dict(plan.unplaced)
@@ -457,14 +469,26 @@ class Operator:
                 predicted, ideal = step_times[gang[0].pod]
                 annotations[PREDICTED_STEP_ANNOTATION] = f"{predicted:.6g}"
                 annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
-            failures = bind_gang(self.core, gang, uids, annotations)
+            ranks = {  # a worker rejoining a running elastic job keeps the rank it was given
+                p.pod: int(text)
+                for p in gang
+                if p.pod in by_key
+                and (
+                    text := (by_key[p.pod]["metadata"].get("annotations") or {}).get(
+                        REJOIN_RANK_ANNOTATION
+                    )
+                )
+                and text.isdigit()
+            }
+            failures = bind_gang(self.core, gang, uids, annotations, ranks)
             self.stats.bind_failures += len(failures)
             if reason and not failures:
                 job = owning_job(by_key[gang[0].pod]) if gang[0].pod in by_key else None
                 if job is not None:
                     record_event(self.core, job, "Scheduled", reason, kind="Normal")
                     self.stats.events += 1
-            for rank, placement in enumerate(gang):
+            for position, placement in enumerate(gang):
+                rank = ranks.get(placement.pod, position)
                 if placement.pod in failures:
                     plan.unplaced[placement.pod] = failures[placement.pod]
                     continue

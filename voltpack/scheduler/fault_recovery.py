@@ -157,6 +157,10 @@ class RestartBudget:
         """Re-placements of `gang` within the window ending at `now_s`."""
         return len(self._recent(gang, now_s))
 
+    def times(self, gang: str, now_s: float) -> tuple[float, ...]:
+        """Times of the re-placements of `gang` within the window ending at `now_s`."""
+        return tuple(self._recent(gang, now_s))
+
     def _recent(self, gang: str, now_s: float) -> deque[float]:
         times = self._history.get(gang, deque())
         while times and times[0] <= now_s - self.policy.budget_window_s:

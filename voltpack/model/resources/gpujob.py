@@ -35,7 +35,12 @@ class GpuJobSpec(ResourceModel):
 
     workers: int = Field(ge=1, le=10_000, description="number of worker pods")
     min_workers: int | None = Field(
-        default=None, ge=1, description="gang size that must be placed together (default: all)"
+        default=None,
+        ge=1,
+        description=(
+            "gang size that must be placed together (default: all); below workers the job is "
+            "elastic: it may run with as few as minWorkers (docs/elastic-training.md)"
+        ),
     )
     template: dict[str, Any] = Field(description="a core/v1 PodTemplateSpec for every worker")
     gpus_per_worker: int = Field(default=1, ge=0, le=64, description="whole GPUs per worker")
@@ -83,6 +88,19 @@ class WorkerPlacement(ResourceModel):
     gpus: list[int] = Field(default_factory=list)
 
 
+class GpuJobRecovery(ResourceModel):
+    """What fault recovery did to the job: kept in status so a new leader keeps the budget."""
+
+    restarts: list[str] = Field(
+        default_factory=list, description="RFC 3339 times of re-placements within the window"
+    )
+    missing_workers: list[int] = Field(
+        default_factory=list,
+        description="worker indices an elastic job runs without (not recreated until it grows)",
+    )
+    message: str = Field(default="", description="the last recovery action and why")
+
+
 class GpuJobStatus(ResourceModel):
     """What the controller and scheduler did with the job."""
 
@@ -90,3 +108,6 @@ class GpuJobStatus(ResourceModel):
     placement: list[WorkerPlacement] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = Field(default=None, ge=0)
+    recovery: GpuJobRecovery | None = Field(
+        default=None, description="fault recovery: re-placements, missing workers, why"
+    )

@@ -1,0 +1,236 @@
+"""GPU faults end to end over the emulator: the agent's fault on a GPUNode (written as the agent
+writes it, through the official client) cordons the GPU, the gang on it is re-placed or shrunk,
+and Events, the GPUJob's status and the admin API say why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.integration.conftest import gpu_job_manifest, operator_thread, wait_for
+from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
+from voltpack.model import Node
+from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.crds import install_crds
+from voltpack.operator.runner import OperatorConfig
+from voltpack.policies.schema import policy_for_strategy
+
+GROUP, VERSION = "voltpack.io", "v1alpha1"
+
+
+@pytest.fixture(params=[2])
+def cluster(request: pytest.FixtureRequest) -> Iterator[RunningEmulator]:
+    """Nodes of 8 H100s (how many: the fixture's parameter, 2 unless a test says otherwise)."""
+    count = request.param
+    nodes = [Node.empty(f"node-{chr(97 + i)}", 64_000, 524_288, 8, "H100") for i in range(count)]
+    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=0.2)
+    with running_emulator(nodes=nodes, config=config) as emulator:
+        api = client.ApiClient(client.Configuration(host=emulator.url))
+        install_crds(client.ApiextensionsV1Api(api))
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "voltpack-system"}})
+        api.close()
+        yield emulator
+
+
+@pytest.fixture
+def api(cluster: RunningEmulator) -> Iterator[client.ApiClient]:
+    api_client = client.ApiClient(client.Configuration(host=cluster.url))
+    yield api_client
+    api_client.close()
+
+
+def operator_config() -> OperatorConfig:
+    return OperatorConfig(
+        policy=policy_for_strategy("best-fit"),
+        identity="op-faults",
+        cycle_interval_s=0.05,
+        lease_duration_s=2,
+        power=False,
+        policy_configmap=None,
+    )
+
+
+def write_gpus(custom: client.CustomObjectsApi, node: str, faults: dict[int, list[Any]]) -> None:
+    """The GPUNode's status as the agent writes it: 8 GPUs, `faults` on some."""
+    try:
+        custom.create_cluster_custom_object(
+            GROUP, VERSION, "gpunodes",
+            {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GPUNode", "metadata": {"name": node},
+             "spec": {}},
+        )  # fmt: skip
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+    gpus = [
+        {
+            "index": i,
+            "uuid": f"GPU-{node}-{i}",
+            "model": "H100",
+            "memoryMib": 81_920,
+            "health": "Unhealthy" if faults.get(i) else "Healthy",
+            "faults": faults.get(i, []),
+        }
+        for i in range(8)
+    ]
+    custom.patch_cluster_custom_object_status(
+        GROUP, VERSION, "gpunodes", node, {"status": {"gpus": gpus}}
+    )
+
+
+def workers(core: client.CoreV1Api, job: str) -> list[Any]:
+    pods = core.list_namespaced_pod("default", label_selector=f"voltpack.io/job={job}").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def bound(core: client.CoreV1Api, job: str) -> list[Any]:
+    return [p for p in workers(core, job) if p.spec.node_name]
+
+
+def gpus_of(pod: Any) -> set[int]:
+    text = (pod.metadata.annotations or {}).get("voltpack.io/gpu-indices", "")
+    return {int(g) for g in text.split(",") if g}
+
+
+def job_events(core: client.CoreV1Api, job: str) -> list[Any]:
+    return [
+        e
+        for e in core.list_namespaced_event("default").items
+        if e.involved_object.kind == "GPUJob" and e.involved_object.name == job
+    ]
+
+
+def gpujob(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    return custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
+        GROUP, VERSION, "default", "gpujobs", name
+    )
+
+
+XID_48 = {"signal": "xid", "code": 48, "action": "reset", "message": "double-bit ECC error"}
+
+
+def test_a_fault_under_a_running_gang_cordons_the_gpu_and_restarts_the_gang_off_it(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, "default", "gpujobs", gpu_job_manifest("train", workers=8, gpus=1)
+    )
+    source = KubeAdminSource(api, policy_for_strategy("best-fit"), "", stale_after_s=60)
+    with operator_config_thread(cluster) as operator:
+        wait_for(lambda: len(bound(core, "train")) == 8, timeout_s=30, what="gang of 8 bound")
+        first = {p.metadata.name: p for p in bound(core, "train")}
+        victim = first["train-worker-3"]
+        node, gpu = victim.spec.node_name, min(gpus_of(victim))
+        old_uids = {p.metadata.uid for p in first.values()}
+        write_gpus(custom, node, {gpu: [XID_48]})
+
+        def replaced() -> bool:
+            now = bound(core, "train")
+            return len(now) == 8 and not ({p.metadata.uid for p in now} & old_uids)
+
+        wait_for(replaced, timeout_s=30, what="the whole gang re-placed")
+        again = bound(core, "train")
+        assert all(not (p.spec.node_name == node and gpu in gpus_of(p)) for p in again), (
+            "a worker was placed on the cordoned GPU"
+        )
+        assert sorted(p.metadata.name for p in again) == sorted(first)  # same workers
+        assert operator.recovery.restarts == 1
+        expected = f"GPU {gpu} of {node}: XID 48 (double-bit ECC error), calls for reset"
+        wait_for(
+            lambda: any(e.reason == "RestartingGang" for e in job_events(core, "train")),
+            timeout_s=10,
+            what="the RestartingGang Event",
+        )
+        event = next(e for e in job_events(core, "train") if e.reason == "RestartingGang")
+        assert event.message == (
+            f"{expected}: restarting gang from its checkpoint (restart 1 of 3 this hour)"
+        )
+        wait_for(
+            lambda: (
+                "Recovered"
+                in {
+                    c["type"]
+                    for c in gpujob(custom, "train").get("status", {}).get("conditions", [])
+                }
+            ),
+            timeout_s=10,
+            what="the Recovered condition",
+        )
+        status = gpujob(custom, "train")["status"]
+        condition = {c["type"]: c for c in status["conditions"]}["Recovered"]
+        assert condition["reason"] == "RestartingGang" and condition["message"] == event.message
+        assert len(status["recovery"]["restarts"]) == 1
+        wait_for(
+            lambda: {j.name: j for j in source.jobs()}["train"].recovery_reason == event.message,
+            timeout_s=10,
+            what="the admin API's explanation",
+        )
+        # the GPU stays out until the agent clears the fault; no further restart meanwhile
+        assert operator.recovery.restarts == 1
+    source.close()
+
+
+def operator_config_thread(cluster: RunningEmulator) -> Any:
+    return operator_thread(cluster.url, operator_config())
+
+
+@pytest.mark.parametrize("cluster", [1], indirect=True)
+def test_an_elastic_job_shrinks_on_a_fault_and_grows_back_when_it_clears(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        "default",
+        "gpujobs",
+        gpu_job_manifest("elastic", workers=8, gpus=1, minWorkers=6),
+    )
+    with operator_config_thread(cluster) as operator:
+        wait_for(lambda: len(bound(core, "elastic")) == 8, timeout_s=30, what="8 workers bound")
+        first = {p.metadata.name: p for p in bound(core, "elastic")}
+        assert {p.metadata.annotations["voltpack.io/world-size"] for p in first.values()} == {"8"}
+        victim = first["elastic-worker-5"]
+        gpu, rank = min(gpus_of(victim)), victim.metadata.annotations["voltpack.io/rank"]
+        write_gpus(custom, "node-a", {gpu: [XID_48]})
+
+        def shrunk() -> bool:
+            now = bound(core, "elastic")
+            return len(now) == 7 and all(
+                p.metadata.annotations.get("voltpack.io/world-size") == "7" for p in now
+            )
+
+        wait_for(shrunk, timeout_s=30, what="shrunk to 7 with world size 7")
+        survivors = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
+        assert "elastic-worker-5" not in survivors
+        assert all(first[n].metadata.uid == uid for n, uid in survivors.items())  # not restarted
+        assert operator.recovery.shrinks == 1 and operator.recovery.restarts == 0
+        assert len(workers(core, "elastic")) == 7  # the lost worker is not recreated: no room
+        status = gpujob(custom, "elastic")["status"]
+        assert status["recovery"]["missingWorkers"] == [5]
+        ranks = bound(core, "elastic")[0].metadata.annotations["voltpack.io/world-ranks"]
+        assert rank not in ranks.split(",") and len(ranks.split(",")) == 7
+        shrink = next(e for e in job_events(core, "elastic") if e.reason == "ShrunkInPlace")
+        assert "shrinking in place from 8 to 7 workers (minWorkers 6)" in shrink.message
+
+        write_gpus(custom, "node-a", {})  # the agent cleared the fault after a reset
+
+        def grown() -> bool:
+            now = bound(core, "elastic")
+            return len(now) == 8 and all(
+                p.metadata.annotations.get("voltpack.io/world-size") == "8" for p in now
+            )
+
+        wait_for(grown, timeout_s=30, what="grown back to 8")
+        back = {p.metadata.name: p for p in bound(core, "elastic")}
+        assert back["elastic-worker-5"].metadata.annotations["voltpack.io/rank"] == rank
+        assert all(back[n].metadata.uid == uid for n, uid in survivors.items())
+        assert operator.recovery.grows == 1
+        wait_for(
+            lambda: gpujob(custom, "elastic")["status"]["recovery"]["missingWorkers"] == [],
+            timeout_s=10,
+            what="no missing workers in status",
+        )
