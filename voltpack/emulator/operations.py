@@ -461,6 +461,7 @@ class Operations:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
+            strategies.prepare_status_update(rtype, new, obj, old_view)
         else:
             new = obj
             new_meta = meta(new)

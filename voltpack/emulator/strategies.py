@@ -236,6 +236,22 @@ def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
         default_rbac_binding(obj)
 
 
+def prepare_status_update(rtype: ResourceType, new: JsonObj, sent: JsonObj, old: JsonObj) -> None:
+    """A pod's status update as kube-apiserver's pod status strategy makes it: the QoS class
+    stays, `podIPs` follows `podIP`. (kube-apiserver also takes labels and annotations from the
+    request; the emulator keeps the stored ones, see docs/emulator-conformance.md.)"""
+    if rtype.key != "pods":
+        return
+    status = new.get("status")
+    if not isinstance(status, dict):
+        return
+    old_qos = (old.get("status") or {}).get("qosClass")
+    if old_qos and not status.get("qosClass"):
+        status["qosClass"] = old_qos
+    if status.get("podIP") and not status.get("podIPs"):
+        status["podIPs"] = [{"ip": status["podIP"]}]
+
+
 def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetime) -> None:
     """Defaults of an update of the main resource, in place."""
     if rtype.key == "pods":
