@@ -766,6 +766,57 @@ def teardown_steps() -> list[Step]:
     ]  # fmt: skip
 
 
+def owner_steps() -> list[Step]:
+    """Owner references and deletion propagation (operator.jobs, operator.inference_pods)."""
+    owned = pod("owned-0", gpus=0)
+    owned["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "voltpack.io/v1alpha1",
+            "kind": "GPUJob",
+            "name": "owner",
+            "uid": uid("owner-create"),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    placed = pod("placed-0", gpus=0)
+    placed["spec"]["nodeName"] = "gpu-node-0"
+    return [
+        Step("owner-create", "POST", f"{CR}/gpujobs", gpujob("owner"), source="operator.jobs"),
+        Step("owned-create", "POST", f"{P}/pods", owned,
+             source="operator.jobs / inference_pods (worker pod owned by its GPUJob)"),
+        Step("owner-delete-foreground", "DELETE", f"{CR}/gpujobs/owner",
+             {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"},
+             source="kubectl delete --cascade=foreground"),
+        Step("owner-after-delete", "GET", f"{CR}/gpujobs/owner", pause_s=0.3,
+             source="the owner after a foreground delete"),
+        Step("owned-after-delete", "GET", f"{P}/pods/owned-0",
+             source="the dependent after its owner's deletion"),
+        Step("owned-cleanup", "DELETE", f"{P}/pods/owned-0", query=(("gracePeriodSeconds", "0"),),
+             source="what the garbage collector would do (real only)"),
+        Step("owner-cleanup", "PATCH", f"{CR}/gpujobs/owner", {"metadata": {"finalizers": None}},
+             content_type=MERGE, source="what the garbage collector would do (real only)"),
+        Step("pod-create-placed", "POST", f"{P}/pods", placed,
+             source="tests (pods created with spec.nodeName, as DaemonSets)"),
+        Step("pod-status-put", "PUT", f"{P}/pods/placed-0/status",
+             {**placed, "metadata": {"name": "placed-0", "namespace": NS,
+                                     "resourceVersion": rv("pod-create-placed")},
+              "status": {"phase": "Running", "podIP": "10.244.0.9"}},
+             source="kubelet-style status replace (KWOK)"),
+        Step("node-status-patch", "PATCH", "/api/v1/nodes/gpu-node-0/status",
+             {"status": {"capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+                         "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}}},
+             content_type=STRATEGIC, source="tests, KWOK (node capacity with GPUs)"),
+        Step("leases-list", "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases",
+             source="kubectl get leases"),
+        Step("inference-create", "POST", f"{CR}/inferenceservices",
+             {"apiVersion": "voltpack.io/v1alpha1", "kind": "InferenceService",
+              "metadata": {"name": "chat", "namespace": NS},
+              "spec": {"model": "llama2-7b", "slo": {"ttftMs": 500, "tpotMs": 100}}},
+             source="tests, kubectl apply (InferenceService)"),
+    ]  # fmt: skip
+
+
 _REVIEW_FALSE = (
     "kube-apiserver omits a false `denied`/`authenticated` (Go omitempty) where the emulator "
     "writes false, and gives no reason for system:masters where the emulator names the group; "
@@ -781,6 +832,18 @@ _NO_NAMESPACE_CONTROLLER = (
     "no kube-controller-manager runs beside the test apiserver, so a deleted namespace stays "
     "Terminating there (403 NamespaceTerminating on create); the emulator finishes an empty "
     "namespace's deletion at once, as a cluster with its namespace controller does soon after"
+)
+_NO_GC = (
+    "kube-apiserver marks a foreground deletion (finalizer foregroundDeletion) and leaves "
+    "dependents to the garbage collector of kube-controller-manager, which the test apiserver "
+    "runs without: there the owner and its pods stay. The emulator garbage-collects itself, "
+    "treating Foreground as Background: the owner goes at once and its pods with it, as in a "
+    "cluster whose controllers run (voltpack relies on owner references only for clean-up)"
+)
+_STATUS_METADATA = (
+    "a PUT of pods/status takes labels and annotations from the request on kube-apiserver; the "
+    "emulator keeps the stored ones (its test_emulator_core asserts that form). voltpack writes "
+    "pod status by patch (the DisruptionTarget condition), which keeps labels on both"
 )
 _EVENTS_APART = (
     "kube-apiserver stores core/v1 and events.k8s.io/v1 Events as one kind (each visible through "
@@ -800,6 +863,17 @@ KNOWN: dict[str, tuple[Known, ...]] = {
     },
     "node-create": (Known("body.spec.taints[1]", _NODE), Known("body.status", _NODE)),
     "node-get": (Known("body.spec.taints[1]", _NODE), Known("body.status", _NODE)),
+    "node-status-patch": (
+        Known("body.spec.taints[1]", _NODE),
+        Known("body.status.daemonEndpoints", _NODE),
+        Known("body.status.nodeInfo", _NODE),
+    ),
+    "owner-delete-foreground": (Known("*", _NO_GC),),
+    "owner-after-delete": (Known("*", _NO_GC),),
+    "owned-after-delete": (Known("*", _NO_GC),),
+    "owned-cleanup": (Known("*", _NO_GC),),
+    "owner-cleanup": (Known("*", _NO_GC),),
+    "pod-status-put": (Known("body.metadata.labels", _STATUS_METADATA),),
     "pods-table": (
         Known(
             "body.columnDefinitions[*].description",
@@ -858,7 +932,7 @@ def _with_known(step: Step) -> Step:
 def all_steps() -> list[Step]:
     """The whole corpus, in the order it runs."""
     steps = setup_steps() + pod_steps() + config_steps() + event_steps()
-    steps += custom_steps() + discovery_steps() + review_steps() + watch_steps()
+    steps += custom_steps() + owner_steps() + discovery_steps() + review_steps() + watch_steps()
     steps += teardown_steps()
     steps = [_with_known(step) for step in steps]
     names = [step.name for step in steps]

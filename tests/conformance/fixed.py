@@ -11,6 +11,7 @@ from dataclasses import dataclass
 FIRST = "f8aa8f5"
 SECOND = "0805d9b"
 AGGREGATED = "e9acca3"
+POD_STATUS = "5d7413a"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ FIXED: tuple[Fixed, ...] = (
           "`metadata.creationTimestamp: null`", SECOND),
     Fixed("watch-initial-events-bad", "422, sendInitialEvents requires resourceVersionMatch",
           "200, a stream of events", SECOND),
+    Fixed("pod-status-put (kubelet-style pods/status PUT)",
+          "`qosClass` kept, `podIPs` filled from `podIP`", "qosClass dropped, no podIPs",
+          POD_STATUS),
     Fixed("apis-aggregated, api-aggregated (kubectl's discovery)",
           "APIGroupDiscoveryList (apidiscovery.k8s.io/v2)",
           "APIGroupList / APIVersions (kubectl fell back to one request per group)", AGGREGATED),
