@@ -68,6 +68,9 @@ ALERTS = {
     "VoltpackGpuUnhealthy",
     "VoltpackTelemetryStale",
     "VoltpackNodePowerAboveThreshold",
+    "VoltpackGpuFaultNeedsReset",
+    "VoltpackGpuFaultNeedsRebootOrReplace",
+    "VoltpackGpuHardwareSlowdown",
 }
 GRAFANA_VALUES = {"__rate_interval": "10s", "__interval": "5s", "__range": "1m"}
 """Values of Grafana's built-in variables; every dashboard (query) variable becomes `.*`."""
@@ -325,6 +328,7 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]
         node0.inject_xid(2, 79)
         node0.inject_ecc_errors(3, 2)
         node0.mark_lost(5)
+        node0.set_hw_throttle(4, ("hw-thermal-slowdown",))
         server.wait_for_query("increase(voltpack_gpu_xid_errors_total[1m]) > 0", bool)
         server.wait_for_query("increase(voltpack_gpu_ecc_errors_total[1m]) > 0", bool)
         server.wait_for_query("voltpack_gpu_healthy == 0", bool)
@@ -376,6 +380,9 @@ def test_prometheus_evaluates_every_rule_and_every_alert_is_active(prom: Prometh
         by_name.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
     assert [a["gpu"] for a in by_name["VoltpackGpuXidErrors"]] == ["2"]
     assert [a["gpu"] for a in by_name["VoltpackGpuUnhealthy"]] == ["5"]
+    assert [a["gpu"] for a in by_name["VoltpackGpuFaultNeedsReset"]] == ["3"]  # ECC
+    assert sorted(a["gpu"] for a in by_name["VoltpackGpuFaultNeedsRebootOrReplace"]) == ["2", "5"]
+    assert [a["gpu"] for a in by_name["VoltpackGpuHardwareSlowdown"]] == ["4"]
     assert [a["node"] for a in by_name["VoltpackNodePowerAboveThreshold"]] == ["gpu-node-1"]
     assert [a["domain"] for a in by_name["VoltpackPowerDomainAboveBudget"]] == ["rack-a"]
     assert sorted(a["cause"] for a in by_name["VoltpackTelemetryStale"]) == [
