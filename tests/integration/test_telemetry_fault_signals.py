@@ -5,13 +5,23 @@ HW thermal and power-brake throttling; first/last seen, the XID hold time and re
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.nvml import STATE_ENV, FakeGpu, bus_id, raise_xid, write_state
+from tests.fakes.nvml import (
+    STATE_ENV,
+    FakeGpu,
+    bus_id,
+    raise_xid,
+    subprocess_env,
+    write_state,
+)
 from tests.fakes.state_file import read_state, update_state
+from tests.integration.prometheus import free_port, running_prometheus
 from voltpack.telemetry.device import GpuLostError
 from voltpack.telemetry.faults import ActiveFault, worst_action
 from voltpack.telemetry.nvml import NvmlBackend
@@ -188,3 +198,43 @@ def test_xid_events_unsupported_is_not_an_error(state: Path, clock: Clock) -> No
         assert sample.xid_errors_total is None  # cannot tell, not 0
         assert sample.faults == ()
         assert nvml.sample(0).xid_errors_total == 0
+
+
+def test_agent_process_over_fake_nvml_to_prometheus(
+    fake_nvml_dir: Path, state: Path, tmp_path: Path
+) -> None:
+    """`voltpack agent --backend nvml` in its own process loads the fake by soname; an XID raised
+    through the state file reaches Prometheus as a fault action, then a reset clears it."""
+    port = free_port()
+    env = subprocess_env(fake_nvml_dir, state)
+    command = [
+        sys.executable, "-m", "voltpack", "agent", "--backend", "nvml", "--node-name", "gpu-n0",
+        "--host", "127.0.0.1", "--port", str(port), "--power-interval-s", "0.2",
+        "--full-interval-s", "0.5", "--pod-resources-socket", str(tmp_path / "no-kubelet.sock"),
+    ]  # fmt: skip
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        with running_prometheus(tmp_path, [f"127.0.0.1:{port}"]) as prom:
+            prom.wait_until("the agent target to be up", prom.targets_up)
+            prom.wait_for_query(
+                'voltpack_gpu_fault_action{action="none"} == 1', lambda r: len(r) == 4
+            )
+            raise_xid(state, 1, 79)
+            update_state(state, {"gpu.2.remap_pending": "1"})
+            needs = prom.wait_for_query(
+                'voltpack_gpu_fault_action{action!="none"} == 1', lambda r: len(r) == 2
+            )
+            assert {(s["metric"]["gpu"], s["metric"]["action"]) for s in needs} == {
+                ("1", "reboot"),
+                ("2", "reset"),
+            }
+            counted = prom.wait_for_query("voltpack_gpu_xid_errors_by_code_total", bool)
+            assert [(s["metric"]["gpu"], s["metric"]["xid"]) for s in counted] == [("1", "79")]
+            update_state(state, {"gpu.1.energy_mj": "1", "gpu.2.remap_pending": "0"})  # resets
+            prom.wait_for_query(
+                'voltpack_gpu_fault_action{action="none"} == 1', lambda r: len(r) == 4
+            )
+    finally:
+        agent.terminate()
+        output = agent.communicate(timeout=30)[0].decode()
+    assert agent.returncode == 0, output
