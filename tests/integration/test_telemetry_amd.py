@@ -424,3 +424,29 @@ def test_a_separate_process_loads_the_fake_through_rocm_path(
     )
 
     assert result == {"limit": 500.0, "names": ["AMD Instinct MI300X"] * GPUS}
+
+
+# -- fault signals -------------------------------------------------------------------------------
+
+
+def test_fault_signals_ecc_thermal_and_lost(state: Path, backend: AmdSmiBackend) -> None:
+    update_state(state, {"gpu.1.active_hbm_thrm": "1", "gpu.1.active_prochot": "1"})
+
+    assert backend.sample(0).faults == ()
+    ecc = backend.sample(3).faults  # 2 uncorrectable errors; PPT (power cap) is no fault
+    assert [(f.signal, f.action) for f in ecc] == [("ecc", "reset")]
+    assert "2 uncorrected" in ecc[0].message
+    thermal = backend.sample(1).faults
+    assert [(f.signal, f.action) for f in thermal] == [("thermal", "none")]
+    assert "prochot-thermal" in thermal[0].message and "hbm-thermal" in thermal[0].message
+
+    update_state(
+        state, {"gpu.2.lost": "1", "gpu.1.active_hbm_thrm": "0", "gpu.1.active_prochot": "0"}
+    )
+    with pytest.raises(GpuLostError):
+        backend.sample(2)
+    assert [(f.signal, f.action) for f in backend.faults(2)] == [("fell-off-bus", "reboot")]
+    assert backend.sample(1).faults == ()  # level signals clear with their cause
+    update_state(state, {"gpu.2.lost": "0", "gpu.3.ecc_uncorrectable": "0"})
+    assert backend.sample(2).faults == ()
+    assert backend.sample(3).faults == ()
