@@ -67,6 +67,7 @@ from voltpack.sim.traces.gavel import load_gavel_trace
 from voltpack.sim.traces.openb import load_nodes, load_pods
 from voltpack.telemetry.agent import run_agent
 from voltpack.telemetry.backends import open_backend
+from voltpack.telemetry.faults import DEFAULT_XID_HOLD_S
 from voltpack.telemetry.podresources.client import DEFAULT_SOCKET, CachedPodMapping
 
 app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
@@ -570,6 +571,14 @@ def agent(
         bool,
         typer.Option(help="apply the GPUNode spec's power limits and clock locks (--publish)"),
     ] = True,
+    xid_hold_s: Annotated[
+        float,
+        typer.Option(
+            help="an XID (or NVLink error) fault clears after this many seconds without "
+            "a repeat, or at a GPU reset",
+            min=1.0,
+        ),
+    ] = DEFAULT_XID_HOLD_S,
 ) -> None:
     """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
     if backend not in ("auto", "nvml", "amd", "simulated"):
@@ -579,6 +588,7 @@ def agent(
             backend,  # type: ignore[arg-type]
             simulated_model=simulated_model,
             simulated_gpus=simulated_gpus,
+            xid_hold_s=xid_hold_s,
         )
     except VoltpackError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")

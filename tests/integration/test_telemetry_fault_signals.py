@@ -211,6 +211,7 @@ def test_agent_process_over_fake_nvml_to_prometheus(
         sys.executable, "-m", "voltpack", "agent", "--backend", "nvml", "--node-name", "gpu-n0",
         "--host", "127.0.0.1", "--port", str(port), "--power-interval-s", "0.2",
         "--full-interval-s", "0.5", "--pod-resources-socket", str(tmp_path / "no-kubelet.sock"),
+        "--xid-hold-s", "600",
     ]  # fmt: skip
     agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
