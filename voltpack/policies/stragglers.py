@@ -17,10 +17,10 @@ The test, per step and rank (MegaScale-style: compare each rank with the gang, s
    `spread_floor`) to a z-score and clip it to `z_clip`, so one spike (a GC pause, a
    checkpoint write) cannot flag a rank on its own.
 4. One-sided CUSUM per rank: `S = max(0, S + z - reference_z)`; a rank is flagged when
-   `S >= alarm_threshold` AND the median of its (cap-adjusted) excess over its last
-   `window_steps` steps is at least `min_slowdown` (statistically and practically slower), with
-   at least `min_steps` samples in that window. S is held below 2h, so the flag clears (S back
-   to 0) within about h / k steps of the rank recovering.
+   `S >= alarm_threshold` AND at least `persistence` (3/4) of its last `window_steps` steps
+   (cap-adjusted) are at least `min_slowdown` slower than the median (statistically, practically
+   and persistently slower), with at least `min_steps` samples in that window. S is held below
+   2h, so the flag clears (S back to 0) within about h / k steps of the rank recovering.
 """
 
 from __future__ import annotations
@@ -59,12 +59,16 @@ class StragglerParams:
     """A step's z counts at most this much: one heavy-tail spike adds at most z_clip - k = 2.5,
     so at least four consecutive spikes are needed to reach h by noise."""
     min_slowdown: float = 0.03
-    """The smallest median excess worth flagging (3%): below it a rank is within the spread of
+    """The smallest excess worth flagging (3%): below it a rank is within the spread of
     healthy identical GPUs and not worth re-placing a gang for; it also keeps a gang with very
     low noise from flagging a rank 1% slower. Set it to the slowdown worth acting on."""
     window_steps: int = 16
-    """Steps over which a rank's median excess is taken (the persistence test): the median of
-    16 steps ignores up to 7 spikes."""
+    """Recent steps the persistence test looks at."""
+    persistence: float = 0.75
+    """Share of the window's steps that must be >= `min_slowdown` slower: 12 of 16, so a burst
+    of a few slow steps (a checkpoint write, a noisy neighbour; up to ~10 steps) or occasional
+    heavy-tail spikes are not flagged, while a 10% straggler at 3% CV (each step >= 3% slower
+    with probability ~99%) passes 12 steps after its onset."""
     min_steps: int = 8
     """Samples a rank needs in its window before it can be flagged (half the window)."""
     spread_floor: float = 0.005
@@ -85,6 +89,7 @@ class StragglerParams:
             "min_slowdown": self.min_slowdown >= 0,
             "window_steps": self.window_steps >= 1,
             "min_steps": 1 <= self.min_steps <= self.window_steps,
+            "persistence": 0 < self.persistence <= 1,
             "spread_floor": self.spread_floor > 0,
             "cap_tolerance": self.cap_tolerance >= 0,
             "min_ranks": self.min_ranks >= 3,
@@ -94,8 +99,8 @@ class StragglerParams:
             raise ValueError(
                 f"StragglerParams: invalid {', '.join(bad)} (need reference_z >= 0, "
                 "alarm_threshold > 0, z_clip > reference_z, min_slowdown >= 0, "
-                "1 <= min_steps <= window_steps, spread_floor > 0, cap_tolerance >= 0, "
-                "min_ranks >= 3)"
+                "1 <= min_steps <= window_steps, 0 < persistence <= 1, spread_floor > 0, "
+                "cap_tolerance >= 0, min_ranks >= 3)"
             )
 
 
@@ -336,11 +341,11 @@ class StragglerDetector:
         self._position += 1
 
         counts = np.sum(np.isfinite(self._excess), axis=0)
-        window_excess = self._window_median(self._excess)
+        slower = np.sum(np.nan_to_num(self._excess, nan=-np.inf) >= params.min_slowdown, axis=0)
         alarm = (
             (self._cusum >= params.alarm_threshold)
             & (counts >= params.min_steps)
-            & (window_excess >= params.min_slowdown)
+            & (slower >= params.persistence * counts)
         )
         newly = alarm & ~self._flagged
         cleared = self._flagged & (self._cusum <= 0.0)
