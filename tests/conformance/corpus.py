@@ -651,7 +651,7 @@ def discovery_steps() -> list[Step]:
              known=(Known("body.paths[apis/voltpack.io/v1alpha1]",
                           "the emulator's OpenAPI v3 lists built-in group versions only, without "
                           "schemas, so kubectl leaves custom resources to the server's own "
-                          "validation (which the emulator does: schema, CEL subset, Strict)"),
+                          "validation (which the emulator does: schema, CEL rules, Strict)"),
                     Known("body.paths[apis/coordination.k8s.io]",
                           "per-group OpenAPI documents (no version) are not served; kubectl "
                           "reads the group-version ones"))),

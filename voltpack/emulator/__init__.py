@@ -18,8 +18,8 @@ What it simplifies, compared with a real kube-apiserver:
   conditions, ports, ...) and treats finalizers as a set; other lists are replaced;
   `$setElementOrder` is ignored. Server-side apply is create-or-merge, with no field managers;
 - custom resources are validated against their OpenAPI schema and their CEL rules
-  (`x-kubernetes-validations`) for a subset of CEL (`cel.py`; other rules, transition rules and
-  messageExpression are not checked); list-type uniqueness and string formats are not checked;
+  (`x-kubernetes-validations`) with cel-python, without Kubernetes' CEL library extensions
+  (`cel.py`; rules that fail to evaluate, transition rules and messageExpression are not checked); list-type uniqueness and string formats are not checked;
   CRD conversion only rewrites `apiVersion`;
 - core and events.k8s.io Events are stored apart; foreground deletion acts as background;
   evictions (`pods/eviction`) always succeed (no PodDisruptionBudgets);

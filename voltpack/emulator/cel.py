@@ -1,18 +1,24 @@
-"""CRD validation rules (`x-kubernetes-validations`) for a subset of CEL.
+"""CRD validation rules (`x-kubernetes-validations`), evaluated with cel-python.
 
 kube-apiserver evaluates each rule with `self` bound to the value at the rule's place in the
-schema and answers 422 when a rule is false. This evaluator covers the CEL that CRDs commonly
-use: `self.field`, `has(self.field)`, literals, `! && || ?:`, comparisons, `in`, arithmetic,
-`size()`, `startsWith/endsWith/contains`, lists. A rule outside that subset, one using `oldSelf`
-(transition rules) or `messageExpression`, or one whose evaluation fails (a missing field) is not
-checked, so the emulator accepts what it cannot judge.
+schema and answers 422 when a rule is false. The emulator evaluates them with `celpy`
+(cel-python, a maintained CEL implementation), without Kubernetes' own CEL library extensions
+(e.g. `isSorted`, `quantity`, `url`). A rule using `oldSelf` (transition rules) or
+`messageExpression`, one that does not parse or whose evaluation fails (a missing field, an
+unknown function) is not checked, so the emulator accepts what it cannot judge.
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Callable
 from typing import Any
+
+import celpy
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.celtypes import BoolType
+from celpy.evaluation import CELEvalError
 
 from voltpack.emulator.errors import Cause
 
@@ -21,247 +27,43 @@ SKIPPED_RULES_MESSAGE = (
     "Invalid value: null: some validation rules were not checked because the object was "
     "invalid; correct the existing errors to complete validation"
 )
-_TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+\.\d+|\d+)|(?P<str>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
-    r"|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/%<>!?:.,()\[\]])|(?P<name>[A-Za-z_][A-Za-z0-9_]*))"
-)
-_MISSING = object()
 
 
 class CelError(Exception):
-    """The rule is outside the supported subset, or failed to evaluate."""
+    """The rule does not parse, or failed to evaluate (e.g. a missing field)."""
 
 
-Node = Callable[[dict[str, Any]], Any]
+Rule = Callable[[dict[str, Any]], bool]
+
+_ENVIRONMENT = celpy.Environment()
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.tokens: list[tuple[str, str]] = []
-        position = 0
-        text = text.strip()
-        while position < len(text):
-            match = _TOKEN.match(text, position)
-            if match is None or match.end() == position:
-                raise CelError(f"cannot read {text[position:]!r}")
-            kind = match.lastgroup or ""
-            self.tokens.append((kind, match.group(kind)))
-            position = match.end()
-            while position < len(text) and text[position].isspace():
-                position += 1
-        self.index = 0
-
-    def peek(self) -> str:
-        return self.tokens[self.index][1] if self.index < len(self.tokens) else ""
-
-    def take(self, expected: str | None = None) -> tuple[str, str]:
-        if self.index >= len(self.tokens):
-            raise CelError("unexpected end of rule")
-        token = self.tokens[self.index]
-        if expected is not None and token[1] != expected:
-            raise CelError(f"expected {expected!r}, found {token[1]!r}")
-        self.index += 1
-        return token
-
-    def parse(self) -> Node:
-        node = self.ternary()
-        if self.index != len(self.tokens):
-            raise CelError(f"unexpected {self.peek()!r}")
-        return node
-
-    def ternary(self) -> Node:
-        condition = self.binary(0)
-        if self.peek() != "?":
-            return condition
-        self.take("?")
-        then = self.ternary()
-        self.take(":")
-        otherwise = self.ternary()
-        return lambda env: then(env) if _bool(condition(env)) else otherwise(env)
-
-    _LEVELS: tuple[tuple[str, ...], ...] = (
-        ("||",),
-        ("&&",),
-        ("==", "!=", "<", "<=", ">", ">=", "in"),
-        ("+", "-"),
-        ("*", "/", "%"),
-    )
-
-    def binary(self, level: int) -> Node:
-        if level == len(self._LEVELS):
-            return self.unary()
-        left = self.binary(level + 1)
-        while self.peek() in self._LEVELS[level]:
-            op = self.take()[1]
-            right = self.binary(level + 1)
-            left = _combine(op, left, right)
-        return left
-
-    def unary(self) -> Node:
-        if self.peek() == "!":
-            self.take()
-            inner = self.unary()
-            return lambda env: not _bool(inner(env))
-        if self.peek() == "-":
-            self.take()
-            negated = self.unary()
-            return lambda env: -negated(env)
-        return self.member(self.primary())
-
-    def member(self, node: Node) -> Node:
-        while self.peek() in (".", "["):
-            if self.take()[1] == "[":
-                key = self.ternary()
-                self.take("]")
-                node = _index(node, key)
-                continue
-            name = self.take()[1]
-            if self.peek() == "(":
-                node = _method(node, name, self.arguments())
-            else:
-                node = _field(node, name)
-        return node
-
-    def arguments(self) -> list[Node]:
-        self.take("(")
-        args: list[Node] = []
-        while self.peek() != ")":
-            args.append(self.ternary())
-            if self.peek() == ",":
-                self.take(",")
-        self.take(")")
-        return args
-
-    def primary(self) -> Node:
-        kind, text = self.take()
-        if kind == "num":
-            value: Any = float(text) if "." in text else int(text)
-            return lambda env: value
-        if kind == "str":
-            literal = text[1:-1].encode().decode("unicode_escape")
-            return lambda env: literal
-        if text == "(":
-            inner = self.ternary()
-            self.take(")")
-            return inner
-        if text == "[":
-            items: list[Node] = []
-            while self.peek() != "]":
-                items.append(self.ternary())
-                if self.peek() == ",":
-                    self.take(",")
-            self.take("]")
-            return lambda env: [item(env) for item in items]
-        if kind != "name":
-            raise CelError(f"unexpected {text!r}")
-        if text in ("true", "false", "null"):
-            constant = {"true": True, "false": False, "null": None}[text]
-            return lambda env: constant
-        if text == "has":
-            self.take("(")
-            target = self.member(self.primary())
-            self.take(")")
-            return _has(target)
-        if text == "size" and self.peek() == "(":
-            (arg,) = self.arguments()
-            return lambda env: len(arg(env))
-        if text in ("self", "oldSelf"):
-            return lambda env: env[text]
-        raise CelError(f"unsupported name {text!r}")
+@functools.lru_cache(maxsize=512)
+def _program(rule: str) -> Any:
+    try:
+        return _ENVIRONMENT.program(_ENVIRONMENT.compile(rule))
+    except CELParseError as error:
+        raise CelError(f"cannot parse {rule!r}: {error}") from None
 
 
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise CelError(f"no such overload: {value!r} is not a bool")
-    return value
+def compile_rule(rule: str) -> Rule:
+    """The rule as a function of `{"self": value}` returning a bool; CelError when it does not
+    parse, fails to evaluate, or yields no bool."""
+    program = _program(rule)
 
-
-def _combine(op: str, left: Node, right: Node) -> Node:
-    if op == "||":
-        return lambda env: _bool(left(env)) or _bool(right(env))
-    if op == "&&":
-        return lambda env: _bool(left(env)) and _bool(right(env))
-    operations: dict[str, Callable[[Any, Any], Any]] = {
-        "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-        "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b,
-        "in": lambda a, b: a in b,
-        "+": lambda a, b: a + b,
-        "-": lambda a, b: a - b,
-        "*": lambda a, b: a * b,
-        "/": lambda a, b: a // b if isinstance(a, int) and isinstance(b, int) else a / b,
-        "%": lambda a, b: a % b,
-    }
-    operation = operations[op]
-
-    def evaluate(env: dict[str, Any]) -> Any:
-        try:
-            return operation(left(env), right(env))
-        except (TypeError, ZeroDivisionError) as error:
-            raise CelError(str(error)) from None
-
-    return evaluate
-
-
-def _field(node: Node, name: str) -> Node:
-    def evaluate(env: dict[str, Any]) -> Any:
-        value = node(env)
-        if not isinstance(value, dict) or name not in value:
-            raise CelError(f"no such key: {name}")
-        return value[name]
-
-    return evaluate
-
-
-def _index(node: Node, key: Node) -> Node:
-    def evaluate(env: dict[str, Any]) -> Any:
-        try:
-            return node(env)[key(env)]
-        except (KeyError, IndexError, TypeError) as error:
-            raise CelError(f"no such key: {error}") from None
-
-    return evaluate
-
-
-def _has(target: Node) -> Node:
     def evaluate(env: dict[str, Any]) -> bool:
+        activation = {name: json_to_cel(value) for name, value in env.items()}
         try:
-            target(env)
-        except CelError:
-            return False
-        return True
+            result = program.evaluate(activation)
+        except CELEvalError as error:
+            raise CelError(f"{rule!r}: {error.args[0] if error.args else error}") from None
+        if isinstance(result, CELEvalError):
+            raise CelError(f"{rule!r}: {result.args[0] if result.args else result}")
+        if not isinstance(result, BoolType | bool):
+            raise CelError(f"{rule!r} gave {result!r}, not a bool")
+        return bool(result)
 
     return evaluate
-
-
-_METHODS: dict[str, Callable[..., Any]] = {
-    "size": len,
-    "startsWith": lambda value, prefix: value.startswith(prefix),
-    "endsWith": lambda value, suffix: value.endswith(suffix),
-    "contains": lambda value, part: part in value,
-}
-
-
-def _method(node: Node, name: str, args: list[Node]) -> Node:
-    function = _METHODS.get(name)
-    if function is None:
-        raise CelError(f"unsupported function {name!r}")
-
-    def evaluate(env: dict[str, Any]) -> Any:
-        try:
-            return function(node(env), *(arg(env) for arg in args))
-        except (TypeError, AttributeError) as error:
-            raise CelError(str(error)) from None
-
-    return evaluate
-
-
-def compile_rule(rule: str) -> Node:
-    """The rule as a function of `{"self": value}`; CelError when outside the subset."""
-    return _Parser(rule).parse()
 
 
 def has_rules(schema: Any) -> bool:
@@ -291,7 +93,7 @@ def rule_causes(value: Any, schema: Any, path: str = "") -> list[Cause]:
         if not isinstance(rule, str) or "oldSelf" in rule or entry.get("messageExpression"):
             continue
         try:
-            holds = _bool(compile_rule(rule)({"self": value}))
+            holds = compile_rule(rule)({"self": value})
         except CelError:
             continue  # outside the subset, or an evaluation error: not judged here
         if not holds:
