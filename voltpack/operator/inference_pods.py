@@ -23,8 +23,11 @@ from voltpack.model.resources.inferenceservice import (
 from voltpack.operator.conventions import (
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
+    MIN_MEMBERS_ANNOTATION,
+    POD_GROUP_ANNOTATION,
     PRIORITY_ANNOTATION,
     SCHEDULER_NAME,
+    TOPOLOGY_REQUIRED_ANNOTATION,
     WORKLOAD_ANNOTATION,
 )
 from voltpack.operator.inference_plans import fingerprint, group_key
@@ -71,10 +74,30 @@ def template_hash(spec: InferenceServiceSpec) -> str:
     )
 
 
+def kv_gang_name(service: str) -> str:
+    """The gang of a split service's prefill and decode replicas (`<service>-kv`)."""
+    return f"{service}-kv"
+
+
+def kv_annotations(service: str, pool_size: int, level_label: str) -> dict[str, str]:
+    """What keeps a split pool inside one domain of a level: one gang of all its replicas,
+    placed whole (`voltpack.io/min-members`), required within `level_label`."""
+    return {
+        POD_GROUP_ANNOTATION: kv_gang_name(service),
+        MIN_MEMBERS_ANNOTATION: str(pool_size),
+        TOPOLOGY_REQUIRED_ANNOTATION: level_label,
+    }
+
+
 def replica_pod(
-    service: dict[str, Any], spec: InferenceServiceSpec, group: PlannedGroup, index: int
+    service: dict[str, Any],
+    spec: InferenceServiceSpec,
+    group: PlannedGroup,
+    index: int,
+    placement: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Replica `index` of `group`, owned by `service`."""
+    """Replica `index` of `group`, owned by `service`; `placement`: annotations that keep a
+    split pool together (`kv_annotations`)."""
     meta = service["metadata"]
     container = spec.container
     env = [
@@ -132,6 +155,7 @@ def replica_pod(
                 WORKLOAD_ANNOTATION: "inference",
                 GPU_MODELS_ANNOTATION: "|".join(accepted_gpu_models(group.gpu_type)),
                 **priority_annotation,
+                **(placement or {}),
             },
             "ownerReferences": [
                 {

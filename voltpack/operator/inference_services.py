@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +39,20 @@ from voltpack.model.resources.inferenceservice import (
     InferenceServiceStatus,
     PlannedGroup,
 )
+from voltpack.model.topology import ClusterTopology
 from voltpack.operator.binder import record_event
+from voltpack.operator.conventions import (
+    MIN_MEMBERS_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+)
+from voltpack.operator.inference_kv import (
+    KvPlacement,
+    links_fingerprint,
+    links_of,
+    plan_with_kv,
+    restored,
+)
 from voltpack.operator.inference_plans import (
     ClusterProfiles,
     check_spec,
@@ -56,6 +69,7 @@ from voltpack.operator.inference_pods import (
     KIND,
     SERVICE_LABEL,
     TEMPLATE_LABEL,
+    kv_annotations,
     owner_uid,
     replica_name,
     replica_pod,
@@ -65,6 +79,7 @@ from voltpack.operator.inference_rates import RateTracker, parse_observed_rate
 from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.perf.inference_profile import ProfileBook
 from voltpack.policies.inference.attainment import predicted_attainment
+from voltpack.policies.inference.kv_placement import LevelLink
 from voltpack.policies.inference.mix_planner import InfeasiblePlanError, plan_service
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.inference.scaling import PlanningRate, should_replan
@@ -73,6 +88,8 @@ log = logging.getLogger(__name__)
 
 PLURAL = "inferenceservices"
 TERMINAL = ("Succeeded", "Failed")
+PLACEMENT_ANNOTATIONS = (POD_GROUP_ANNOTATION, MIN_MEMBERS_ANNOTATION, TOPOLOGY_REQUIRED_ANNOTATION)
+"""What keeps a split pool together; a replica whose values differ from the plan's is replaced."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +213,10 @@ class InferenceServiceController:
         self.shapes: dict[str, int] | None = None
         """GPU type -> most GPUs on one node, this cycle (None: plans ignore the cluster)."""
         self._books: dict[tuple[tuple[str, int], ...], ClusterProfiles] = {}
+        self.links: list[LevelLink] | None = None
+        """The Topology's levels with their KV bandwidth this cycle (None: no Topology)."""
+        self.kv: dict[str, KvPlacement] = {}
+        """Per service: where its split pool is kept, and the KV bandwidth planned with."""
         self._shapes_of: tuple[tuple[tuple[str, Any], ...], dict[str, int]] | None = None
 
     def list_function(self, **kwargs: Any) -> Any:
@@ -209,13 +230,16 @@ class InferenceServiceController:
         unplaced: dict[str, str],
         synced: bool = True,
         nodes: list[dict[str, Any]] | None = None,
+        topology: ClusterTopology | None = None,
     ) -> None:
         """Reconcile each service; one service's failure does not stop the others. With
         `synced` (the service cache has listed once), replica pods whose service is gone are
         deleted. With `nodes`, plans use only the GPU types the nodes carry, and replicas no
-        larger than the largest node of their type."""
+        larger than the largest node of their type. With `topology` (the scheduler's, from
+        the active Topology), split pools are kept inside the level their KV traffic needs."""
         services = list(services)
         self.shapes = self._cluster_shapes(nodes) if nodes is not None and services else None
+        self.links = links_of(topology) if services else None
         by_service: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             meta = pod["metadata"]
@@ -242,6 +266,7 @@ class InferenceServiceController:
         self._failures = {k: v for k, v in self._failures.items() if k in keys}
         self._warned = {k: v for k, v in self._warned.items() if k in keys}
         self.figures = {k: v for k, v in self.figures.items() if k in keys}
+        self.kv = {k: v for k, v in self.kv.items() if k in keys}
         self.rates.keep_only(keys)
 
     def reconcile(
@@ -272,6 +297,8 @@ class InferenceServiceController:
         if ignored:
             rate = PlanningRate(rate.rate_per_s, rate.source + ignored)
         fingerprint = f"{spec_hash(spec)}/{cluster_fingerprint(spec, self.shapes)}"
+        if spec.split == "auto":
+            fingerprint += f"/{links_fingerprint(self.links)}"
         threshold = spec.scaling.replan_rate_change
         current = self._current(key, service)
         why = replan_reason(current, fingerprint, rate, threshold)
@@ -286,7 +313,7 @@ class InferenceServiceController:
                 failure = remembered.message
             else:
                 try:
-                    plan = self._plan(spec, rate.rate_per_s)
+                    plan, kv = self._plan(spec, rate.rate_per_s)
                 except InfeasiblePlanError as exc:
                     failure = str(exc)
                     self._failures[key] = _Failure(fingerprint, rate.rate_per_s, failure)
@@ -326,6 +353,7 @@ class InferenceServiceController:
                     self._plan_event(service, current, new, why)
                     current = new
                     self.plans[key] = new
+                    self.kv[key] = kv
         if failure is not None:
             kept = replica_count(current.groups) if current is not None else 0
             failure_text = f"{failure}; " + (
@@ -341,8 +369,30 @@ class InferenceServiceController:
         else:
             failure_text = None
             self._warned.pop(key, None)
-        live = self._scale(service, spec, current, pods) if current is not None else pods
+        kv_placement: KvPlacement | None = None
+        if current is not None:
+            kv_placement = self.kv.get(key)
+            if kv_placement is None:
+                kv_placement = restored(spec, current.groups, self.links, pods)
+                self.kv[key] = kv_placement
+            if kv_placement.reason != "NotSplit" and not _condition_says(
+                service, "KVPlacement", kv_placement.message
+            ):
+                kind = "Normal" if kv_placement.controlled else "Warning"
+                record_event(
+                    self.core, _event_object(service), "KVPlacement", kv_placement.message, kind
+                )
+        live = (
+            self._scale(service, spec, current, pods, kv_placement) if current is not None else pods
+        )
         status = self._status(service, current, rate, failure_text, live, unplaced, now)
+        if kv_placement is not None:
+            status["conditions"] = _with_transition_times(
+                [*status["conditions"], _kv_condition(kv_placement)],
+                service,
+                meta.get("generation"),
+                now,
+            )
         self._write_status(service, status)
         self.figures[key] = ServiceFigures(
             cost_per_hour=current.cost_per_hour if current is not None else None,
@@ -363,11 +413,33 @@ class InferenceServiceController:
 
     # -- the plan in effect ----------------------------------------------------------------
 
-    def _plan(self, spec: InferenceServiceSpec, rate_per_s: float) -> ServingPlan:
+    def _plan(
+        self, spec: InferenceServiceSpec, rate_per_s: float
+    ) -> tuple[ServingPlan, KvPlacement]:
         """The planner's plan for the spec at `rate_per_s`, over the allowed GPU types the
-        cluster has, with replicas that fit on one of their nodes."""
+        cluster has, with replicas that fit on one of their nodes, and where its split pool
+        is kept (the KV bandwidth it is planned with is that level's: inference_kv.py)."""
         if self.shapes is None:
-            return plan_service(plan_request(spec, rate_per_s), self.book)
+            request = plan_request(spec, rate_per_s)
+            book = self.book
+        else:
+            types = self._plannable(spec)
+            key = tuple(sorted(self.shapes.items()))
+            book = self._books.get(key)
+            if book is None:
+                book = self._books[key] = ClusterProfiles(self.shapes, self.book)
+            request = plan_request(spec, rate_per_s, types)
+
+        def plan_at(link_bytes_per_s: float) -> ServingPlan:
+            return plan_service(
+                replace(request, kv_link_bytes_per_s_per_gpu=link_bytes_per_s), book
+            )
+
+        return plan_with_kv(plan_at, self.links if spec.split == "auto" else None)
+
+    def _plannable(self, spec: InferenceServiceSpec) -> list[str]:
+        """The allowed GPU types the cluster has; InfeasiblePlanError naming them if none."""
+        assert self.shapes is not None
         types = plannable_types(spec, self.shapes)
         if not types:
             allowed = ", ".join(spec.gpu_types) or "every priced type"
@@ -376,11 +448,7 @@ class InferenceServiceController:
                 f"none of the allowed GPU types ({allowed}) is on a node of the cluster (it "
                 f"has {present}); allow one of those in spec.gpuTypes (and price it)"
             )
-        key = tuple(sorted(self.shapes.items()))
-        book = self._books.get(key)
-        if book is None:
-            book = self._books[key] = ClusterProfiles(self.shapes, self.book)
-        return plan_service(plan_request(spec, rate_per_s, types), book)
+        return types
 
     def _current(self, key: str, service: dict[str, Any]) -> ServicePlan | None:
         """The plan in effect: this replica's, else the one the status records (a restart or
@@ -440,16 +508,23 @@ class InferenceServiceController:
         spec: InferenceServiceSpec,
         plan: ServicePlan,
         pods: list[dict[str, Any]],
+        kv: KvPlacement | None = None,
     ) -> list[dict[str, Any]]:
         """Create the plan's missing replicas; delete pods that are not the plan's (another
-        group, a surplus index, an old template, finished, or another owner). Returns the
-        pods that stay."""
+        group, a surplus index, an old template, other placement annotations, finished, or
+        another owner). A split pool kept inside one domain is one gang: when some of its
+        replicas must be created while others run, those go too, so the pool is placed whole
+        again. Returns the pods that stay."""
         meta = service["metadata"]
         wanted = {
             replica_name(meta["name"], group, index): (group, index)
             for group in plan.groups
             for index in range(group.replicas)
         }
+        pool = {name for name, (group, _) in wanted.items() if group.role != "unified"}
+        placement: dict[str, str] = {}
+        if kv is not None and kv.level is not None and pool:
+            placement = kv_annotations(meta["name"], len(pool), kv.level.label)
         template = template_hash(spec)
         uid = str(meta.get("uid") or "")
         kept: list[dict[str, Any]] = []
@@ -460,9 +535,12 @@ class InferenceServiceController:
             present.add(name)
             if pod_meta.get("deletionTimestamp"):
                 continue
+            given = pod_meta.get("annotations") or {}
+            placed = {k: given[k] for k in PLACEMENT_ANNOTATIONS if k in given}
             stale = (
                 name not in wanted
                 or (pod_meta.get("labels") or {}).get(TEMPLATE_LABEL) != template
+                or placed != (placement if name in pool else {})
                 or (pod.get("status") or {}).get("phase") in TERMINAL
                 or (uid and owner_uid(pod) not in (uid, None))
             )
@@ -470,6 +548,15 @@ class InferenceServiceController:
                 self._delete_pod(pod)
             else:
                 kept.append(pod)
+        if placement and pool - present:
+            running = [
+                p
+                for p in kept
+                if p["metadata"]["name"] in pool and (p.get("spec") or {}).get("nodeName")
+            ]
+            for pod in running:  # a gang is placed whole: the pool goes and comes back
+                self._delete_pod(pod)
+            kept = [p for p in kept if p not in running]
         for name, (group, index) in wanted.items():
             if name in present:
                 continue
@@ -477,7 +564,7 @@ class InferenceServiceController:
                 call_json(
                     self.core.create_namespaced_pod,
                     meta["namespace"],
-                    replica_pod(service, spec, group, index),
+                    replica_pod(service, spec, group, index, placement if name in pool else None),
                 )
             except Exception as error:
                 if status_code(error) != 409:
@@ -621,6 +708,11 @@ class InferenceServiceController:
             self.custom.patch_namespaced_custom_object_status,
             API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], {"status": body},
         )  # fmt: skip
+
+
+def _kv_condition(kv: KvPlacement) -> dict[str, Any]:
+    status = "True" if kv.controlled else "False"
+    return _condition("KVPlacement", status, kv.reason, kv.message)
 
 
 def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:

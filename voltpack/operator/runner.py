@@ -509,6 +509,7 @@ class Operator:
             plan.unplaced,
             synced=self.inference_services.wait_synced(0),
             nodes=nodes,
+            topology=self._scheduler.topology.topology if self._scheduler.topology else None,
         )
         return plan
 

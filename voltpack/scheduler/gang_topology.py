@@ -26,6 +26,7 @@ from voltpack.model.workload import Pod, PodGroup
 from voltpack.perf.links import PerfModelError
 from voltpack.policies.topology.gpu_choice import choose_gpus
 from voltpack.scheduler.filter import explain_rejection, filter_nodes
+from voltpack.scheduler.mixed_gang import is_mixed, place_mixed_gang
 from voltpack.scheduler.nic_allocation import nic_for_gpus
 from voltpack.scheduler.statement import Statement
 
@@ -111,6 +112,8 @@ class TopologyPlacement:
             )
         except VoltpackError as exc:
             return _refused(group, str(exc))
+        if required is not None and is_mixed(group):  # e.g. split inference pools
+            return GangOutcome(place_mixed_gang(snapshot, topology, group, required))
         try:
             return place_gang(
                 snapshot,
