@@ -19,8 +19,9 @@ What it simplifies, compared with a real kube-apiserver:
   `$setElementOrder` is ignored. Server-side apply is create-or-merge, with no field managers;
 - custom resources are validated against their OpenAPI schema and their CEL rules
   (`x-kubernetes-validations`) with cel-python, without Kubernetes' CEL library extensions
-  (`cel.py`; rules that fail to evaluate, transition rules and messageExpression are not checked); list-type uniqueness and string formats are not checked;
-  CRD conversion only rewrites `apiVersion`;
+  (`cel.py`; rules that fail to evaluate, transition rules and messageExpression are not
+  checked); list-type uniqueness and string formats are not checked; CRD conversion only
+  rewrites `apiVersion`;
 - core and events.k8s.io Events are stored apart; foreground deletion acts as background;
   evictions (`pods/eviction`) always succeed (no PodDisruptionBudgets);
 - no node heartbeats or node leases, and pods stay on a deleted node;
