@@ -204,7 +204,8 @@ class GangRecovery:
             if (hit := self._hit(w, faults, isolation, snapshot)) is not None
         }
         if hits and not state.draining:
-            self._recover(job, spec, key, state, bound, alive, hits, now)
+            gone = self._recover(job, spec, key, state, bound, alive, hits, now)
+            bound = [w for w in bound if w["metadata"]["name"] not in gone]
         elif state.missing and not state.draining and not hits and is_elastic(spec):
             self._grow(job, spec, key, state, bound, snapshot, now)
         return self._plan(job, spec, state, bound)
@@ -241,7 +242,8 @@ class GangRecovery:
         alive: list[dict[str, Any]],
         hits: dict[str, _Hit],
         now: float,
-    ) -> None:
+    ) -> set[str]:
+        """Shrink or restart the job (or defer the restart); the names of the pods deleted."""
         name = job["metadata"]["name"]
         first = next(iter(hits.values()))
         scope = (
@@ -277,7 +279,7 @@ class GangRecovery:
                 "False",
             )
             self.shrinks += 1
-            return
+            return set(hits)
         allowed_at = self.budget.next_allowed_s(key, now)
         if allowed_at > now:
             message = (
@@ -287,7 +289,7 @@ class GangRecovery:
             if state.deferred != first.reason:
                 state.deferred = first.reason
                 self._say(job, state, "RestartDeferred", message, "False")
-            return
+            return set()
         self.budget.record(key, now)
         count = self.budget.count(key, now)
         for pod in alive:
@@ -305,6 +307,7 @@ class GangRecovery:
             "False",
         )
         self.restarts += 1
+        return {p["metadata"]["name"] for p in alive}
 
     def _grow(
         self,
