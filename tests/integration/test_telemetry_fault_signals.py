@@ -54,7 +54,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def backend(state: Path, clock: Clock) -> Iterator[NvmlBackend]:
-    nvml = NvmlBackend(xid_hold_s=600.0, wall_clock=clock)
+    nvml = NvmlBackend(xid_hold_s=600.0, wall_clock=clock, nvlink_interval_s=0.0)
     yield nvml
     nvml.close()
 
@@ -164,6 +164,13 @@ def test_nvlink_error_growth(state: Path, backend: NvmlBackend) -> None:
     assert backend.sample(0).faults == ()
     update_state(state, {"gpu.0.nvlink_err.0.1": "0", "gpu.0.nvlink_err.1.0": "0"})
     assert backend.sample(0).faults == ()  # counters restarted from zero: a new baseline
+
+
+def test_nvlink_counters_are_read_at_most_every_interval(state: Path, clock: Clock) -> None:
+    with NvmlBackend(wall_clock=clock, nvlink_interval_s=3600.0) as nvml:
+        nvml.sample(0)  # baseline
+        update_state(state, {"gpu.0.nvlink_err.0.1": "1"})
+        assert nvml.sample(0).faults == ()  # not read again within the hour
 
 
 def test_lost_gpu_is_fell_off_the_bus_until_it_answers(

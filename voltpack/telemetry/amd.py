@@ -33,6 +33,7 @@ import contextlib
 import importlib
 import io
 import os
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -182,6 +183,7 @@ class AmdSmiBackend(PowerLimitActuation):
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._faults = FaultTracker(xid_hold_s=xid_hold_s, clock=wall_clock)
+        self._sample_lock = threading.Lock()
         self._energy: dict[int, float] = {}
         self._lost_gpus: set[int] = set()
         smi = import_amdsmi()
@@ -282,6 +284,12 @@ class AmdSmiBackend(PowerLimitActuation):
 
     def sample(self, index: int) -> GpuSample:
         """A fresh reading of one GPU; raises GpuLostError if it is gone."""
+        # One sample at a time: the metrics loop and the GPUNode publisher share this backend,
+        # and a reading overtaken by an older one would look like a reset (energy backwards).
+        with self._sample_lock:
+            return self._locked_sample(index)
+
+    def _locked_sample(self, index: int) -> GpuSample:
         try:
             return self._sample(index)
         except GpuLostError as err:

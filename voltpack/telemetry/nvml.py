@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -107,6 +108,9 @@ ANCESTOR_KINDS: Final[dict[int, LinkKind]] = {
 MAX_EVENTS_PER_POLL: Final = 64
 """Events drained from one GPU's event set per sample (the rest wait for the next one)."""
 
+NVLINK_INTERVAL_S: Final = 10.0
+"""Default: NVLink error counters are read at most every 10 s per GPU."""
+
 NVLINK_COUNTERS: Final[tuple[tuple[str, int], ...]] = (
     ("replay", pynvml.NVML_NVLINK_ERROR_DL_REPLAY),
     ("recovery", pynvml.NVML_NVLINK_ERROR_DL_RECOVERY),
@@ -164,14 +168,19 @@ class NvmlBackend(PowerLimitActuation):
         xid_hold_s: float = DEFAULT_XID_HOLD_S,
         wall_clock: Callable[[], float] = time.time,
         xid_catalog: XidCatalog | None = None,
+        nvlink_interval_s: float = NVLINK_INTERVAL_S,
     ) -> None:
+        """`nvlink_interval_s`: NVLink error counters are read at most this often per GPU."""
         self._faults = FaultTracker(xid_hold_s=xid_hold_s, clock=wall_clock)
+        self._sample_lock = threading.Lock()
         self._catalog = xid_catalog or default_xid_catalog()
         self._event_sets: dict[int, Any] = {}  # index -> event set, or None: no XID events
         self._last_xid: dict[int, int] = {}
         self._energy: dict[int, int] = {}  # last energy counter (mJ), to see resets
         self._nvlink_totals: dict[int, dict[str, int]] = {}
         self._active_links: dict[int, list[int]] = {}
+        self._nvlink_interval_s = nvlink_interval_s
+        self._nvlink_read_at: dict[int, float] = {}  # monotonic time of the last counter read
         self._lost: set[int] = set()
         try:
             pynvml.nvmlInit()
@@ -256,6 +265,12 @@ class NvmlBackend(PowerLimitActuation):
 
     def sample(self, index: int) -> GpuSample:
         """A fresh reading of one GPU; raises GpuLostError if it fell off the bus."""
+        # One sample at a time: the metrics loop and the GPUNode publisher share this backend,
+        # and a reading overtaken by an older one would look like a reset (energy backwards).
+        with self._sample_lock:
+            return self._locked_sample(index)
+
+    def _locked_sample(self, index: int) -> GpuSample:
         try:
             return self._sample(index)
         except GpuLostError as err:
@@ -395,6 +410,13 @@ class NvmlBackend(PowerLimitActuation):
         """How much each NVLink error counter (summed over active links) grew since last time."""
         if index not in self._active_links:
             self._active_links[index] = self._links_up(index, handle)
+        now = time.monotonic()
+        last = self._nvlink_read_at.get(index)
+        # 4 counters x up to 18 links: not on every 1 s power pass
+        recent = last is not None and now - last < self._nvlink_interval_s
+        if index in self._nvlink_totals and recent:
+            return {}
+        self._nvlink_read_at[index] = now
         totals = dict.fromkeys((name for name, _ in NVLINK_COUNTERS), 0)
         for link in self._active_links[index]:
             for name, counter in NVLINK_COUNTERS:
