@@ -178,7 +178,7 @@ def operator_config_thread(cluster: RunningEmulator) -> Any:
 
 
 @pytest.mark.parametrize("cluster", [1], indirect=True)
-def test_an_elastic_job_shrinks_on_a_fault_and_grows_back_when_it_clears(
+def test_an_elastic_job_shrinks_on_faults_to_its_minimum_and_grows_back_when_they_clear(
     cluster: RunningEmulator, api: client.ApiClient
 ) -> None:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -216,7 +216,25 @@ def test_an_elastic_job_shrinks_on_a_fault_and_grows_back_when_it_clears(
         shrink = next(e for e in job_events(core, "elastic") if e.reason == "ShrunkInPlace")
         assert "shrinking in place from 8 to 7 workers (minWorkers 6)" in shrink.message
 
-        write_gpus(custom, "node-a", {})  # the agent cleared the fault after a reset
+        # a second fault: down to 6, its minimum
+        second = first["elastic-worker-2"]
+        gpu2, rank2 = min(gpus_of(second)), second.metadata.annotations["voltpack.io/rank"]
+        write_gpus(custom, "node-a", {gpu: [XID_48], gpu2: [XID_48]})
+        wait_for(
+            lambda: (
+                len(bound(core, "elastic")) == 6
+                and all(
+                    p.metadata.annotations.get("voltpack.io/world-size") == "6"
+                    for p in bound(core, "elastic")
+                )
+            ),
+            timeout_s=30,
+            what="shrunk to 6 with world size 6",
+        )
+        assert operator.recovery.shrinks == 2 and operator.recovery.restarts == 0
+        survivors = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
+
+        write_gpus(custom, "node-a", {})  # the agent cleared the faults after a reset
 
         def grown() -> bool:
             now = bound(core, "elastic")
@@ -227,6 +245,10 @@ def test_an_elastic_job_shrinks_on_a_fault_and_grows_back_when_it_clears(
         wait_for(grown, timeout_s=30, what="grown back to 8")
         back = {p.metadata.name: p for p in bound(core, "elastic")}
         assert back["elastic-worker-5"].metadata.annotations["voltpack.io/rank"] == rank
+        assert back["elastic-worker-2"].metadata.annotations["voltpack.io/rank"] == rank2
+        assert sorted(int(p.metadata.annotations["voltpack.io/rank"]) for p in back.values()) == [
+            *range(8)
+        ]
         assert all(back[n].metadata.uid == uid for n, uid in survivors.items())
         assert operator.recovery.grows == 1
         wait_for(
