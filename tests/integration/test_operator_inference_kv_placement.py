@@ -113,15 +113,17 @@ def kv_condition(custom: client.CustomObjectsApi) -> dict[str, Any] | None:
     return None
 
 
-def bound_replicas(core: client.CoreV1Api) -> list[Any]:
-    def all_bound() -> list[Any] | None:
-        pods = core.list_namespaced_pod(
-            "default", label_selector="voltpack.io/inference-service=chat"
-        ).items
-        live = [p for p in pods if not p.metadata.deletion_timestamp]
-        return live if live and all(p.spec.node_name for p in live) else None
+def all_bound(core: client.CoreV1Api) -> list[Any] | None:
+    """The service's replicas when every live one is bound, else None."""
+    pods = core.list_namespaced_pod(
+        "default", label_selector="voltpack.io/inference-service=chat"
+    ).items
+    live = [p for p in pods if not p.metadata.deletion_timestamp]
+    return live if live and all(p.spec.node_name for p in live) else None
 
-    found: list[Any] = wait_for(all_bound, timeout_s=60, what="every replica bound")
+
+def bound_replicas(core: client.CoreV1Api) -> list[Any]:
+    found: list[Any] = wait_for(lambda: all_bound(core), timeout_s=60, what="replicas bound")
     return found
 
 
@@ -154,6 +156,17 @@ def test_a_split_services_prefill_and_decode_pods_land_in_one_leaf(
         assert annotations["voltpack.io/min-members"] == str(len(pods))
     assert {LEAF_OF[p.spec.node_name] for p in pods} == {"leaf-b"}
     assert kv_events(core)
+    # a replica that goes cannot join the placed gang: the pool is placed whole again
+    first = {p.metadata.name: p.metadata.uid for p in pods}
+    core.delete_namespaced_pod(pods[0].metadata.name, "default")
+
+    def replaced() -> list[Any] | None:
+        again = all_bound(core) or []
+        fresh = all(first.get(p.metadata.name) != p.metadata.uid for p in again)
+        return again if fresh and len(again) == len(pods) else None
+
+    again = wait_for(replaced, timeout_s=60, what="the pool re-created and bound")
+    assert len({LEAF_OF[p.spec.node_name] for p in again}) == 1
 
 
 def test_without_a_topology_the_status_says_the_transfer_is_not_controlled(

@@ -24,6 +24,7 @@ from voltpack.operator.inference_kv import (
     group_loads,
     plan_with_kv,
     planned_need,
+    restored,
 )
 from voltpack.operator.inference_plans import (
     ClusterProfiles,
@@ -40,7 +41,7 @@ from voltpack.policies.inference.kv_placement import (
     level_links,
     needed_gbyte_s_per_gpu,
 )
-from voltpack.policies.inference.mix_planner import plan_service
+from voltpack.policies.inference.mix_planner import KV_LINK_BYTES_PER_S_PER_GPU, plan_service
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.topology.placers import StepTimePlacer
 from voltpack.scheduler.gang_topology import TopologyPlacement
@@ -226,3 +227,15 @@ def test_a_pool_no_domain_holds_is_left_whole_and_pending_with_the_reason() -> N
     assert not outcome.decision.placed
     assert "no leaf holds all 4 pods (14 GPUs)" in outcome.decision.reason
     assert np.array_equal(snapshot.gpu_free_milli, before)
+
+
+def test_after_a_restart_the_level_comes_back_from_the_running_replicas() -> None:
+    links = [LevelLink("spine", "spine", 400.0), LevelLink("leaf", "leaf", 800.0)]
+    _, plan_at = planner()
+    groups = planned_groups(plan_at(KV_LINK_BYTES_PER_S_PER_GPU))
+    pod = {"metadata": {"annotations": {"voltpack.io/topology-required": "leaf"}}}
+    assert restored(SERVICE, groups, links, [pod]).level == links[1]
+    # no replica says: the widest level that carries the plan's traffic
+    assert restored(SERVICE, groups, links, []).level == links[0]
+    unplaced = restored(SERVICE, groups, None, [pod])
+    assert not unplaced.controlled and unplaced.reason == "NoTopology"

@@ -53,7 +53,7 @@ def level_links(topology: ClusterTopology) -> list[LevelLink]:
     """Per level (top to bottom), the KV bandwidth per GPU between two nodes sharing one of
     its domains, from the slowest host's NICs; [] when no host layout names a NIC (the
     bandwidth is then unknown and the placement cannot be chosen by it)."""
-    hosts = [h for h in topology.hosts if h.nics and h.gpu_count > 0]
+    hosts = list(dict.fromkeys(h for h in topology.hosts if h.nics and h.gpu_count > 0))
     if not hosts:
         return []
     links = []
