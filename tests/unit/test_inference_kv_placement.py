@@ -33,6 +33,7 @@ from voltpack.operator.inference_plans import (
     planned_groups,
 )
 from voltpack.perf.serving_models import default_serving_models
+from voltpack.policies.inference.attainment import predicted_attainment
 from voltpack.policies.inference.kv_placement import (
     MAX_LINK_LOAD,
     LevelLink,
@@ -239,3 +240,17 @@ def test_after_a_restart_the_level_comes_back_from_the_running_replicas() -> Non
     assert restored(SERVICE, groups, links, []).level == links[0]
     unplaced = restored(SERVICE, groups, None, [pod])
     assert not unplaced.controlled and unplaced.reason == "NoTopology"
+
+
+def test_the_kept_plan_meets_the_slo_in_its_level_and_misses_it_across_the_spine() -> None:
+    """The request-level check runs the KV transfers at the link the plan was sized with:
+    the plan kept for a leaf (2.66 GB/s per GPU) meets the SLO there, and misses TPOT for
+    many requests if its pool crossed the 8:1 spine (0.33 GB/s), which is what the placement
+    prevents."""
+    _, plan_at = planner()
+    plan = plan_at(2.65625e9)
+    assert plan.kv_link_bytes_per_s_per_gpu == pytest.approx(2.65625e9)
+    inside = predicted_attainment(plan)
+    across = predicted_attainment(replace(plan, kv_link_bytes_per_s_per_gpu=0.33203125e9))
+    assert inside.ratio >= 0.99
+    assert across.ratio < 0.9 and across.tpot_misses > 0

@@ -42,7 +42,8 @@ def predicted_attainment(
     plan: ServingPlan, requests: int = CHECK_REQUESTS, seed: int = 0
 ) -> PredictedAttainment:
     """Replay `requests` Poisson arrivals at `plan.rate_per_s` with the plan's size mix
-    through the plan (seeded: the same plan gives the same prediction). Raises
+    through the plan (seeded: the same plan gives the same prediction), its KV transfers at
+    the link the plan was sized with. Raises
     InvalidRequestError for a plan without groups or fewer than 100 requests."""
     if not plan.groups:
         raise InvalidRequestError("a plan without replica groups has no attainment to predict")
@@ -71,6 +72,7 @@ def predicted_attainment(
             routes.decode,
             routes.alternatives,
         ),
+        link_bytes_per_s_per_gpu=plan.kv_link_bytes_per_s_per_gpu,
     )
     outcome = engine.run()
     counted = slice(int(requests * WARMUP_SHARE), None)

@@ -408,6 +408,7 @@ def finished_plan(
         solve_s=time.perf_counter() - started_s,
         notes=solver_notes(result),
         optimality_gap=float(getattr(result, "mip_gap", 0.0) or 0.0),
+        kv_link_bytes_per_s_per_gpu=request.kv_link_bytes_per_s_per_gpu,
     )
 
 

@@ -76,6 +76,8 @@ class ServingPlan:
     notes: tuple[str, ...] = ()
     optimality_gap: float = 0.0
     """How far above the best possible cost the plan may be (0 when proven optimal)."""
+    kv_link_bytes_per_s_per_gpu: float = 50e9
+    """The KV-cache link per prefill GPU the plan's split pools were sized with."""
 
     @property
     def cost_per_hour(self) -> float:
