@@ -159,8 +159,18 @@ def test_a_fault_under_a_running_gang_cordons_the_gpu_and_restarts_the_gang_off_
             timeout_s=10,
             what="the Recovered condition",
         )
+
+        def recovered(name: str) -> dict[str, Any]:
+            conditions = gpujob(custom, name).get("status", {}).get("conditions", [])
+            return {c["type"]: c for c in conditions}.get("Recovered", {})
+
+        wait_for(
+            lambda: recovered("train").get("status") == "True",
+            timeout_s=10,
+            what="Recovered True once the gang runs whole again",
+        )
         status = gpujob(custom, "train")["status"]
-        condition = {c["type"]: c for c in status["conditions"]}["Recovered"]
+        condition = recovered("train")
         assert condition["reason"] == "RestartingGang" and condition["message"] == event.message
         assert len(status["recovery"]["restarts"]) == 1
         wait_for(
@@ -256,3 +266,6 @@ def test_an_elastic_job_shrinks_on_faults_to_its_minimum_and_grows_back_when_the
             timeout_s=10,
             what="no missing workers in status",
         )
+        conditions = gpujob(custom, "elastic")["status"]["conditions"]
+        recovered = {c["type"]: c for c in conditions}["Recovered"]
+        assert recovered["reason"] == "GrowingBack" and recovered["status"] == "True"

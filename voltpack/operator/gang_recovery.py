@@ -81,7 +81,6 @@ class _JobState:
     """Worker index -> rank of workers created to grow the job back, until bound."""
     message: str = ""
     reason: str = ""
-    condition_status: str = "True"
     deferred: str = ""
     """The last 'restart deferred' message (said once)."""
 
@@ -276,7 +275,6 @@ class GangRecovery:
                 "ShrunkInPlace",
                 f"{first.reason}: shrinking in place from {running} to {left} workers "
                 f"(minWorkers {gang.min_workers}); the other workers go on without a restart",
-                "False",
             )
             self.shrinks += 1
             return set(hits)
@@ -288,7 +286,7 @@ class GangRecovery:
             )
             if state.deferred != first.reason:
                 state.deferred = first.reason
-                self._say(job, state, "RestartDeferred", message, "False")
+                self._say(job, state, "RestartDeferred", message)
             return set()
         self.budget.record(key, now)
         count = self.budget.count(key, now)
@@ -304,7 +302,6 @@ class GangRecovery:
             "RestartingGang",
             f"{first.reason}: restarting gang from its checkpoint (restart {count} of "
             f"{self.policy.max_restarts} {self._window('this')})",
-            "False",
         )
         self.restarts += 1
         return {p["metadata"]["name"] for p in alive}
@@ -346,7 +343,6 @@ class GangRecovery:
             "GrowingBack",
             f"capacity is back: growing from {running} to {target} workers (re-placement "
             f"{count} of {self.policy.max_restarts} {self._window('this')})",
-            "True" if target == spec.workers else "False",
         )
         self.grows += 1
 
@@ -370,9 +366,10 @@ class GangRecovery:
                 "missingWorkers": sorted(state.missing),
                 "message": state.message,
             }
+            whole = not state.draining and not state.missing and len(bound) == spec.workers
             condition = {
                 "type": "Recovered",
-                "status": state.condition_status,
+                "status": "True" if whole else "False",
                 "reason": state.reason or "Recovered",
                 "message": state.message,
             }
@@ -413,10 +410,8 @@ class GangRecovery:
                         api_message(error),
                     )
 
-    def _say(
-        self, job: dict[str, Any], state: _JobState, reason: str, message: str, status: str
-    ) -> None:
-        state.message, state.reason, state.condition_status = message, reason, status
+    def _say(self, job: dict[str, Any], state: _JobState, reason: str, message: str) -> None:
+        state.message, state.reason = message, reason
         obj = {**job, "apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "GPUJob"}
         record_event(self.core, obj, reason, message)
         log.info("GPUJob %s: %s", job["metadata"]["name"], message)
