@@ -19,8 +19,9 @@ The test, per step and rank (MegaScale-style: compare each rank with the gang, s
 4. One-sided CUSUM per rank: `S = max(0, S + z - reference_z)`; a rank is flagged when
    `S >= alarm_threshold` AND at least `persistence` (3/4) of its last `window_steps` steps
    (cap-adjusted) are at least `min_slowdown` slower than the median (statistically, practically
-   and persistently slower), with at least `min_steps` samples in that window. S is held below
-   2h, so the flag clears (S back to 0) within about h / k steps of the rank recovering.
+   and persistently slower); steps not yet observed (or not reported) count as not slower, so
+   a burst at the start of a run is judged like any other. S is held below 2h, so the flag
+   clears (S back to 0) within about h / k steps of the rank recovering.
 """
 
 from __future__ import annotations
@@ -68,9 +69,8 @@ class StragglerParams:
     """Share of the window's steps that must be >= `min_slowdown` slower: 12 of 16, so a burst
     of a few slow steps (a checkpoint write, a noisy neighbour; up to ~10 steps) or occasional
     heavy-tail spikes are not flagged, while a 10% straggler at 3% CV (each step >= 3% slower
-    with probability ~99%) passes 12 steps after its onset."""
-    min_steps: int = 8
-    """Samples a rank needs in its window before it can be flagged (half the window)."""
+    with probability ~99%) passes 12 steps after its onset. Steps missing from the window
+    (the run's first steps, unreported ones) count as not slower."""
     spread_floor: float = 0.005
     """Lower bound of the per-step spread (0.5%): step timers and data-dependent work vary at
     least this much, so a gang with near-identical times does not turn 0.1% into z = 10."""
@@ -88,7 +88,6 @@ class StragglerParams:
             "z_clip": self.z_clip > self.reference_z,
             "min_slowdown": self.min_slowdown >= 0,
             "window_steps": self.window_steps >= 1,
-            "min_steps": 1 <= self.min_steps <= self.window_steps,
             "persistence": 0 < self.persistence <= 1,
             "spread_floor": self.spread_floor > 0,
             "cap_tolerance": self.cap_tolerance >= 0,
@@ -99,7 +98,7 @@ class StragglerParams:
             raise ValueError(
                 f"StragglerParams: invalid {', '.join(bad)} (need reference_z >= 0, "
                 "alarm_threshold > 0, z_clip > reference_z, min_slowdown >= 0, "
-                "1 <= min_steps <= window_steps, 0 < persistence <= 1, spread_floor > 0, "
+                "window_steps >= 1, 0 < persistence <= 1, spread_floor > 0, "
                 "cap_tolerance >= 0, min_ranks >= 3)"
             )
 
@@ -340,12 +339,9 @@ class StragglerDetector:
         self._raw[row] = np.where(valid, times / median - 1.0, np.nan)
         self._position += 1
 
-        counts = np.sum(np.isfinite(self._excess), axis=0)
         slower = np.sum(np.nan_to_num(self._excess, nan=-np.inf) >= params.min_slowdown, axis=0)
-        alarm = (
-            (self._cusum >= params.alarm_threshold)
-            & (counts >= params.min_steps)
-            & (slower >= params.persistence * counts)
+        alarm = (self._cusum >= params.alarm_threshold) & (
+            slower >= params.persistence * params.window_steps
         )
         newly = alarm & ~self._flagged
         cleared = self._flagged & (self._cusum <= 0.0)
