@@ -11,6 +11,7 @@ from voltpack.telemetry.xid_catalog import default_xid_catalog, parse_catalog
 @pytest.mark.parametrize(
     ("xid", "action"),
     [
+        (8, "none"),
         (13, "none"),
         (31, "none"),
         (43, "none"),
