@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
+from tests.fakes.nvml import STATE_ENV, FakeGpu, raise_xid, write_state
 from tests.unit.test_sysfs_topology import FakeSysfs
 from voltpack.emulator import RunningEmulator
 from voltpack.operator.crds import install_crds
 from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.telemetry.nvml import NvmlBackend
 from voltpack.telemetry.simulated import SimulatedBackend
 
 
@@ -238,3 +241,31 @@ def test_an_xid_clears_after_the_hold_time_without_a_reset(
     status = gpunode(custom, "h")["status"]
     assert status["gpus"][1]["health"] == "Healthy"
     assert "GPU1Fault" not in {c["type"] for c in status["conditions"]}
+
+
+def test_an_xid_from_the_fake_nvml_reaches_the_gpunode(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+    fake_nvml_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Real pynvml over the fake libnvidia-ml.so: the XID goes through the event set."""
+    install_crds(extensions)
+    state = write_state(tmp_path / "nvml-state", [FakeGpu() for _ in range(8)])
+    monkeypatch.setenv(STATE_ENV, str(state))
+    with NvmlBackend() as backend:
+        sync = GpuNodeSync(custom, "nv", backend)
+        sync.reconcile_once()  # registers the event sets
+        raise_xid(state, 6, 79)
+        sync.reconcile_once()
+        status = gpunode(custom, "nv")["status"]
+        assert [g["health"] for g in status["gpus"]].count("Unhealthy") == 1
+        assert status["gpus"][6]["health"] == "Unhealthy"
+        assert [(f["signal"], f["code"], f["action"]) for f in status["gpus"][6]["faults"]] == [
+            ("xid", 79, "reboot")
+        ]
+        condition = {c["type"]: c for c in status["conditions"]}["GPU6Fault"]
+        assert (condition["status"], condition["reason"]) == ("True", "Xid79")
+        assert "XID 79: GPU has fallen off the bus" in condition["message"]
