@@ -217,6 +217,7 @@ class InferenceServiceController:
         """The Topology's levels with their KV bandwidth this cycle (None: no Topology)."""
         self.kv: dict[str, KvPlacement] = {}
         """Per service: where its split pool is kept, and the KV bandwidth planned with."""
+        self._kv_said: dict[str, str] = {}
         self._shapes_of: tuple[tuple[tuple[str, Any], ...], dict[str, int]] | None = None
 
     def list_function(self, **kwargs: Any) -> Any:
@@ -267,6 +268,7 @@ class InferenceServiceController:
         self._warned = {k: v for k, v in self._warned.items() if k in keys}
         self.figures = {k: v for k, v in self.figures.items() if k in keys}
         self.kv = {k: v for k, v in self.kv.items() if k in keys}
+        self._kv_said = {k: v for k, v in self._kv_said.items() if k in keys}
         self.rates.keep_only(keys)
 
     def reconcile(
@@ -375,13 +377,17 @@ class InferenceServiceController:
             if kv_placement is None:
                 kv_placement = restored(spec, current.groups, self.links, pods)
                 self.kv[key] = kv_placement
-            if kv_placement.reason != "NotSplit" and not _condition_says(
-                service, "KVPlacement", kv_placement.message
+            said = self._kv_said.get(key)
+            if (
+                kv_placement.reason != "NotSplit"
+                and said != kv_placement.message
+                and not _condition_says(service, "KVPlacement", kv_placement.message)
             ):
                 kind = "Normal" if kv_placement.controlled else "Warning"
                 record_event(
                     self.core, _event_object(service), "KVPlacement", kv_placement.message, kind
                 )
+            self._kv_said[key] = kv_placement.message
         live = (
             self._scale(service, spec, current, pods, kv_placement) if current is not None else pods
         )
