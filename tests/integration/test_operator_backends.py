@@ -469,11 +469,16 @@ def test_the_power_loop_locks_low_priority_gpus_in_the_gpunode_spec(
     custom.create_cluster_custom_object(
         GROUP, VERSION, "powerbudgets", power_budget(BUDGET, BUDGET_W)
     )
-    # priority as an annotation: a real apiserver refuses `spec.priority` without a PriorityClass
+    # priority as an annotation (a real apiserver refuses `spec.priority` without a
+    # PriorityClass), which counts on a pod an InferenceService controls, as a replica would be
     for name, gpus, priority in (("serve", HIGH, 2000), ("train", LOW, 0)):
         annotations = {"voltpack.io/gpu-indices": ",".join(map(str, gpus)),
                        "voltpack.io/priority": str(priority)}  # fmt: skip
         pod = pod_manifest(name, gpus=len(gpus), node_name=NODE, annotations=annotations)
+        pod["metadata"]["ownerReferences"] = [
+            {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "name": name,
+             "uid": f"uid-{name}", "controller": True}
+        ]  # fmt: skip
         core.create_namespaced_pod("default", pod)
     state = tmp_path / "nvml-state"
     write_state(state, [FakeGpu(power_mw=100_000) for _ in range(8)])
