@@ -42,11 +42,16 @@ def place_mixed_gang(
     free = (snapshot.gpu_present & (snapshot.gpu_free_milli >= MILLI_PER_GPU)).sum(axis=1)
     needed = sum(pod.num_gpu for pod in group.pods)
     domains = topology.domain[level]
-    free_by_domain = np.bincount(domains, weights=free, minlength=topology.domain_count(level))
+    count = topology.domain_count(level)
+    free_by_domain = np.bincount(domains, weights=free, minlength=count)
+    # a domain where some pod shape has no feasible node now cannot hold the gang (placing
+    # other pods first only takes room away): skip it without trying
+    possible = free_by_domain >= needed
+    for shape in _distinct_shapes(group):
+        feasible = filter_nodes(snapshot, shape).feasible
+        possible &= np.bincount(domains[feasible], minlength=count) > 0
     order = [
-        int(d)
-        for d in np.lexsort((np.arange(free_by_domain.size), free_by_domain))
-        if free_by_domain[d] >= needed
+        int(d) for d in np.lexsort((np.arange(free_by_domain.size), free_by_domain)) if possible[d]
     ]
     pods = sorted(group.pods, key=lambda p: (-p.num_gpu, p.name))
     name = topology.levels[level].display_name
@@ -62,11 +67,12 @@ def place_mixed_gang(
             by_name = {p.pod: p for p in placements}
             ordered = tuple(by_name[pod.name] for pod in group.pods)
             return Decision(subject=group.name, placed=True, placements=ordered, reason=reason)
-    tried = len(order)
+    roomy = int((free_by_domain >= needed).sum())
     return _refused(
         group,
-        f"no {name} holds all {len(pods)} pods ({needed} GPUs) at once; {tried} of "
-        f"{free_by_domain.size} {name} domains have that many free GPUs",
+        f"no {name} holds all {len(pods)} pods ({needed} GPUs) at once; {roomy} of "
+        f"{free_by_domain.size} {name} domains have that many free GPUs, {len(order)} have a "
+        "node for every pod shape",
     )
 
 
@@ -110,13 +116,20 @@ def _try_domain(
     return placements
 
 
-def _shapes(group: PodGroup) -> int:
+def _distinct_shapes(group: PodGroup) -> list[Pod]:
     shapes: list[Pod] = []
     for pod in group.pods:
-        shape = pod.model_copy(update={"name": "", "creation_time_s": 0.0})
-        if shape not in shapes:
+        shape = pod.model_copy(update={"name": pod.name, "creation_time_s": 0.0})
+        if all(
+            shape.model_copy(update={"name": ""}) != seen.model_copy(update={"name": ""})
+            for seen in shapes
+        ):
             shapes.append(shape)
-    return len(shapes)
+    return shapes
+
+
+def _shapes(group: PodGroup) -> int:
+    return len(_distinct_shapes(group))
 
 
 def _refused(group: PodGroup, why: str) -> Decision:
