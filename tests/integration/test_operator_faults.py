@@ -5,6 +5,7 @@ and Events, the GPUJob's status and the admin API say why."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from voltpack.model import Node
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
-from voltpack.policies.schema import policy_for_strategy
+from voltpack.policies.schema import parse_policy, policy_for_strategy
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 
@@ -269,3 +270,71 @@ def test_an_elastic_job_shrinks_on_faults_to_its_minimum_and_grows_back_when_the
         conditions = gpujob(custom, "elastic")["status"]["conditions"]
         recovered = {c["type"]: c for c in conditions}["Recovered"]
         assert recovered["reason"] == "GrowingBack" and recovered["status"] == "True"
+
+
+PREEMPTING_POLICY = """\
+apiVersion: voltpack.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: faults}
+spec:
+  scoring: {strategy: best-fit}
+  queueing: {min_runtime_s: 0}
+"""
+
+
+@pytest.mark.parametrize("cluster", [1], indirect=True)
+def test_preemption_shrinks_an_elastic_job_instead_of_evicting_it(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    elastic = gpu_job_manifest("elastic", workers=8, gpus=1, minWorkers=6, preemptible=True)
+    custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", elastic)
+    config = replace(operator_config(), policy=parse_policy(PREEMPTING_POLICY))
+    with operator_thread(cluster.url, config) as operator:
+        wait_for(
+            lambda: (
+                len(bound(core, "elastic")) == 8
+                and all(p.status.phase == "Running" for p in bound(core, "elastic"))
+            ),
+            timeout_s=30,
+            what="8 workers running",
+        )
+        before = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
+        vip = gpu_job_manifest("vip", workers=2, gpus=1, priority=5)
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", vip)
+        wait_for(lambda: len(bound(core, "vip")) == 2, timeout_s=30, what="vip bound")
+        wait_for(
+            lambda: (
+                len(bound(core, "elastic")) == 6
+                and all(
+                    p.metadata.annotations.get("voltpack.io/world-size") == "6"
+                    for p in bound(core, "elastic")
+                )
+            ),
+            timeout_s=30,
+            what="elastic shrunk to 6",
+        )
+        kept = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
+        assert all(before[name] == uid for name, uid in kept.items())  # not restarted
+        assert len(workers(core, "elastic")) == 6  # the two taken are not recreated
+        assert sorted(set(before) - set(kept)) == ["elastic-worker-6", "elastic-worker-7"]
+        shrink = next(e for e in job_events(core, "elastic") if e.reason == "ShrunkInPlace")
+        assert "shrunk from 8 to 6 pods (elastic) for gang default/vip" in shrink.message
+        assert operator.stats.evicted_gangs == 1 and operator.recovery.restarts == 0
+
+        custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", "vip")
+        wait_for(
+            lambda: (
+                len(bound(core, "elastic")) == 8
+                and all(
+                    p.metadata.annotations.get("voltpack.io/world-size") == "8"
+                    for p in bound(core, "elastic")
+                )
+            ),
+            timeout_s=30,
+            what="elastic grown back to 8 once vip is gone",
+        )
+        ranks = sorted(
+            int(p.metadata.annotations["voltpack.io/rank"]) for p in bound(core, "elastic")
+        )
+        assert ranks == list(range(8))

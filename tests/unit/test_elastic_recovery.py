@@ -175,6 +175,11 @@ def test_a_shrunk_job_grows_back_when_a_worker_fits_taking_the_missing_rank() ->
     plans = cycle(recovery, [elastic], left + filler, [reset("node-0", 5)])
     assert plans["default/el"].rejoin == {} and recovery.grows == 0  # no room: stays at 7
     plans = cycle(recovery, [elastic], left + filler, [])  # the fault cleared
+    assert plans["default/el"].rejoin == {}  # room seen: it must hold for grow_settle_s
+    clock.now += 1
+    assert cycle(recovery, [elastic], left + filler, [])["default/el"].rejoin == {}
+    clock.now += 1
+    plans = cycle(recovery, [elastic], left + filler, [])
     plan = plans["default/el"]
     assert plan.rejoin == {5: 5} and plan.skip == frozenset() and plan.world_size == 8
     assert recovery.grows == 1 and core.events[-1][0] == "GrowingBack"

@@ -15,9 +15,12 @@ report and the cordoned snapshot. The decisions are the recovery core's
     workers): only the hit workers are deleted and not created again; the others keep
     running and their `voltpack.io/world-size` / `voltpack.io/world-ranks` annotations say
     the new size (docs/elastic-training.md).
+- preemption may shrink an elastic job to its `minWorkers` instead of evicting it
+  (`voltpack.scheduler.preemption`): the workers it takes are recorded as missing here;
 - an elastic job running short grows back when workers fit again (`restart_workers` says how
-  many): the missing workers are created as gangs of one that take the missing ranks. A grow
-  counts against the budget as a re-placement.
+  many; the same number must fit for `grow_settle_s`, so that a job finishing pod by pod
+  does not cause a grow per pod): the missing workers are created as gangs of one that take
+  the missing ranks. A grow counts against the budget as a re-placement.
 
 Events on the GPUJob and a `Recovered` condition say what was done and why; `status.recovery`
 keeps the re-placement times and the missing workers, so a new leader keeps the budget.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -50,6 +53,7 @@ from voltpack.operator.jobs import (
     JOB_LABEL,
     WorkerPlan,
     is_elastic,
+    owning_job,
     worker_index,
     worker_pod,
 )
@@ -67,6 +71,7 @@ from voltpack.scheduler.fault_recovery import (
     restart_workers,
 )
 from voltpack.scheduler.filter import filter_nodes
+from voltpack.scheduler.preemption import Eviction
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,8 @@ class _JobState:
     reason: str = ""
     deferred: str = ""
     """The last 'restart deferred' message (said once)."""
+    growing: tuple[int, float] | None = None
+    """(size the job could grow to, since when): room seen but not yet held for long enough."""
 
 
 def _stamp(seconds: float) -> str:
@@ -110,8 +117,12 @@ class GangRecovery:
         core: CoreV1Api,
         policy: RecoveryPolicy | None = None,
         clock: Callable[[], float] = time.time,
+        grow_settle_s: float = 2.0,
     ) -> None:
+        """`grow_settle_s`: room for an elastic job's missing workers must hold this long
+        (e.g. every pod of a finished job gone, not the first of them) before it grows."""
         self.core = core
+        self.grow_settle_s = grow_settle_s
         self.policy = policy or RecoveryPolicy()
         self.budget = RestartBudget(self.policy)
         self.clock = clock
@@ -156,6 +167,27 @@ class GangRecovery:
         for gone in set(self._state) - seen:
             del self._state[gone]
         return plans
+
+    def shrunk_by_preemption(
+        self, eviction: Eviction, by_key: Mapping[str, dict[str, Any]]
+    ) -> None:
+        """Preemption took some workers of an elastic job (`eviction.shrink`): they are not
+        created again until the job grows back."""
+        jobs: dict[str, dict[str, Any]] = {}
+        for request, _, _ in eviction.gang.pods:
+            pod = by_key.get(request.name)
+            job = owning_job(pod) if pod is not None else None
+            if pod is None or job is None:
+                continue
+            index = worker_index(job["metadata"]["name"], pod["metadata"]["name"])
+            key = _key(job)
+            if index is None:
+                continue
+            self._state.setdefault(key, _JobState()).missing.add(index)
+            jobs[key] = job
+        for key, job in jobs.items():
+            self._say(job, self._state[key], "ShrunkInPlace", eviction.reason)
+            self.shrinks += 1
 
     def _seed(self, job: dict[str, Any], key: str, now: float) -> _JobState:
         """State from `status.recovery` (a new leader, or an operator restart)."""
@@ -328,8 +360,17 @@ class GangRecovery:
         request = pod_from_k8s(worker_pod(job, spec, index))
         fit = _workers_that_fit(snapshot, request, len(state.missing))
         target = restart_workers(gang, running + fit, self.policy)
-        if target is None or target <= running or self.budget.next_allowed_s(key, now) > now:
+        if target is None or target <= running:
+            state.growing = None
             return
+        if state.growing is None or state.growing[0] != target:
+            state.growing = (target, now)  # room seen: grow once it has held for settle_s
+            return
+        if now - state.growing[1] < self.grow_settle_s:
+            return
+        if self.budget.next_allowed_s(key, now) > now:
+            return
+        state.growing = None
         self.budget.record(key, now)
         used = {_rank(w) for w in bound} - {None}
         free_ranks = [r for r in range(spec.workers) if r not in used]

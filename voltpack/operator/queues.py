@@ -25,10 +25,13 @@ from voltpack.operator.binder import record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import TERMINAL_PHASES, PendingWork
 from voltpack.operator.conventions import (
+    MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     QUEUE_ANNOTATION,
+    RANK_ANNOTATION,
     SCHEDULER_NAME,
+    WORLD_SIZE_ANNOTATION,
 )
 from voltpack.operator.jobs import owning_job
 from voltpack.operator.kube import api_message, call_json, status_code
@@ -94,6 +97,8 @@ def running_gangs(pods: Iterable[dict[str, Any]], snapshot: ClusterSnapshot) -> 
     """The gangs voltpack placed that still run (pods being deleted are leaving already).
 
     A gang's start is the latest start of its pods (None until every pod has started).
+    An elastic GPUJob's gang (workers with `voltpack.io/world-size`) may be shrunk to its
+    `voltpack.io/min-members` by preemption: its pods come in rank order, the highest last.
     """
     members: dict[str, list[tuple[dict[str, Any], Any, int, tuple[int, ...]]]] = {}
     for pod in pods:
@@ -116,6 +121,7 @@ def running_gangs(pods: Iterable[dict[str, Any]], snapshot: ClusterSnapshot) -> 
         members.setdefault(gang_key(pod), []).append((pod, request, node, gpus or ()))
     gangs = []
     for name, entries in sorted(members.items()):
+        entries.sort(key=lambda entry: _annotation_int(entry[0], RANK_ANNOTATION) or 0)
         queue, preemptible = gang_queue(entries[0][0])
         starts = [_start_s(pod) for pod, _, _, _ in entries]
         gangs.append(
@@ -126,9 +132,24 @@ def running_gangs(pods: Iterable[dict[str, Any]], snapshot: ClusterSnapshot) -> 
                 preemptible=preemptible,
                 started_s=None if None in starts else max(s for s in starts if s is not None),
                 pods=tuple((request, node, gpus) for _, request, node, gpus in entries),
+                min_pods=_elastic_minimum([pod for pod, _, _, _ in entries]),
             )
         )
     return gangs
+
+
+def _annotation_int(pod: dict[str, Any], name: str) -> int | None:
+    text = (pod["metadata"].get("annotations") or {}).get(name)
+    return int(text) if text and text.isdigit() else None
+
+
+def _elastic_minimum(pods: list[dict[str, Any]]) -> int | None:
+    """The fewest pods an elastic GPUJob's running gang may be shrunk to; None: not elastic.
+    (A worker rejoining the job is a gang of one: the largest minimum of the workers counts.)"""
+    if not any(WORLD_SIZE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods):
+        return None
+    minimums = [m for p in pods if (m := _annotation_int(p, MIN_MEMBERS_ANNOTATION)) is not None]
+    return max(minimums) if minimums else None
 
 
 def _start_s(pod: dict[str, Any]) -> float | None:

@@ -438,6 +438,8 @@ class Operator:
         by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
         for eviction in plan.evictions:
             self.queue_writer.evict(eviction, by_key)
+            if eviction.shrink:
+                self.recovery.shrunk_by_preemption(eviction, by_key)
             self.stats.evicted_gangs += 1
         self.topology_writer.write(topology_objects, topo.statuses)
         allocated = {  # pod -> why the allocation (or the topology placement) chose this

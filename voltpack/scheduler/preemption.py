@@ -11,12 +11,15 @@ two queues cannot take GPUs back and forth every cycle):
 Victims are tried greedily (reclaim before priority, preemptible before not, lowest priority,
 most recently started), each set checked by placing the gang on a copy of the snapshot with
 the victims' pods released; then every victim the gang can do without is dropped again.
+An elastic victim (`min_pods`) is first only shrunk to its minimum (its last pods evicted);
+only if shrinking every candidate is not enough are victims evicted whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +43,16 @@ class RunningGang:
     """When it started running; None: not yet (counts as just started)."""
     pods: tuple[tuple[Pod, int, tuple[int, ...]], ...]
     """(pod, node index, GPU indices) of every pod."""
+    min_pods: int | None = None
+    """Elastic: the fewest pods it runs with; preemption may shrink it to that many (giving up
+    its last pods) instead of evicting it. None: evicted whole."""
+
+    def shed(self) -> RunningGang | None:
+        """The part of an elastic gang preemption may take (its pods beyond `min_pods`, the
+        last ones), as a gang of its own; None when it cannot shrink."""
+        if self.min_pods is None or not 1 <= self.min_pods < len(self.pods):
+            return None
+        return replace(self, pods=self.pods[self.min_pods :], min_pods=None)
 
     def gpus_by_model(self, snapshot: ClusterSnapshot) -> GpuAmounts:
         """GPUs the gang holds per GPU model."""
@@ -64,11 +77,14 @@ def gpus_by_model(snapshot: ClusterSnapshot, pods: Iterable[tuple[Pod, int]]) ->
 
 @dataclass(frozen=True)
 class Eviction:
-    """A running gang evicted whole, and why."""
+    """A running gang evicted whole (or an elastic one shrunk), and why."""
 
     gang: RunningGang
+    """What is evicted: the whole gang, or (`shrink`) the pods an elastic gang gives up."""
     by: str
     reason: str
+    shrink: bool = False
+    """Only `gang.pods` go; the elastic gang runs on with the rest."""
 
 
 @dataclass(frozen=True)
@@ -105,10 +121,11 @@ class VictimPool:
             self.models[gang.name] = gang.gpus_by_model(snapshot)
 
     def remove(self, gang: RunningGang) -> None:
-        """Take an evicted gang out."""
-        self.by_queue[gang.queue].remove(gang)
-        if gang.preemptible:
-            self.preemptible[gang.queue].remove(gang)
+        """Take an evicted (or shrunk) gang out, by name."""
+        self.by_queue[gang.queue] = [g for g in self.by_queue[gang.queue] if g.name != gang.name]
+        if gang.queue in self.preemptible:
+            kept = [g for g in self.preemptible[gang.queue] if g.name != gang.name]
+            self.preemptible[gang.queue] = kept
 
     def plausible(
         self,
@@ -215,6 +232,50 @@ def find_victims(
     def attempt(victims: Sequence[RunningGang]) -> Decision | None:
         return _placement_without(scheduler, snapshot, group, victims, usage, gang_queue, rng)
 
+    # elastic victims shrunk to their minimum first; evicted whole only if that is not enough
+    shrunk = [(key, victim.shed() or victim, reason) for key, victim, reason in candidates]
+    result = None
+    if any(s is not v for (_, v, _), (_, s, _) in zip(candidates, shrunk, strict=True)):
+        result = _fewest(shrunk, attempt, usage, gang_queue, snapshot)
+    result = result or _fewest(candidates, attempt, usage, gang_queue, snapshot)
+    if result is None:
+        return None, (
+            f"evicting all {len(candidates)} gangs that may be preempted on {model} would not "
+            f"make room{young}"
+        )
+    chosen, decision = result
+    whole = {victim.name: victim for _, victim, _ in candidates}
+
+    def what(victim: RunningGang) -> str:
+        size = len(whole[victim.name].pods)
+        if victim is whole[victim.name]:
+            return "preempted"
+        return f"shrunk from {size} to {size - len(victim.pods)} pods (elastic)"
+
+    evictions = tuple(
+        Eviction(
+            gang=victim,
+            by=group.name,
+            reason=(
+                f"gang {victim.name} (queue {victim.queue}, priority {victim.priority}) "
+                f"{what(victim)} for gang {group.name} (queue {gang_queue}, priority "
+                f"{gang_priority}) on {model}: {reason}"
+            ),
+            shrink=victim is not whole[victim.name],
+        )
+        for victim, reason in chosen
+    )
+    return PreemptionPlan(evictions, decision, {p.name: p for p in group.pods}), ""
+
+
+def _fewest(
+    candidates: Sequence[tuple[Any, RunningGang, str]],
+    attempt: Callable[[Sequence[RunningGang]], Decision | None],
+    usage: QueueUsage,
+    gang_queue: str,
+    snapshot: ClusterSnapshot,
+) -> tuple[list[tuple[RunningGang, str]], Decision] | None:
+    """The fewest victims (greedy in `candidates`' order, then pruned) that make room."""
     chosen: list[tuple[RunningGang, str]] = []
     decision: Decision | None = None
     for _, victim, reason in candidates:
@@ -225,29 +286,14 @@ def find_victims(
         if decision is not None:
             break
     if decision is None:
-        return None, (
-            f"evicting all {len(candidates)} gangs that may be preempted on {model} would not "
-            f"make room{young}"
-        )
+        return None
     for victim, _reason in reversed(list(chosen)):  # prune: latest additions first
         fewer = [v for v, _ in chosen if v is not victim]
         smaller = attempt(fewer) if fewer else None
         if smaller is not None:
             chosen = [(v, r) for v, r in chosen if v is not victim]
             decision = smaller
-    evictions = tuple(
-        Eviction(
-            gang=victim,
-            by=group.name,
-            reason=(
-                f"gang {victim.name} (queue {victim.queue}, priority {victim.priority}) "
-                f"preempted for gang {group.name} (queue {gang_queue}, priority "
-                f"{gang_priority}) on {model}: {reason}"
-            ),
-        )
-        for victim, reason in chosen
-    )
-    return PreemptionPlan(evictions, decision, {p.name: p for p in group.pods}), ""
+    return chosen, decision
 
 
 def _still_borrowing(
