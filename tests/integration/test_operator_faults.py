@@ -267,9 +267,17 @@ def test_an_elastic_job_shrinks_on_faults_to_its_minimum_and_grows_back_when_the
             timeout_s=10,
             what="no missing workers in status",
         )
-        conditions = gpujob(custom, "elastic")["status"]["conditions"]
-        recovered = {c["type"]: c for c in conditions}["Recovered"]
-        assert recovered["reason"] == "GrowingBack" and recovered["status"] == "True"
+
+        def recovered() -> dict[str, Any]:
+            conditions = gpujob(custom, "elastic")["status"]["conditions"]
+            return {c["type"]: c for c in conditions}["Recovered"]
+
+        wait_for(
+            lambda: recovered()["status"] == "True",
+            timeout_s=10,
+            what="Recovered True once all 8 run",
+        )
+        assert recovered()["reason"] == "GrowingBack"
 
 
 PREEMPTING_POLICY = """\

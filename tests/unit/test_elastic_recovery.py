@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from voltpack.model import Node
 from voltpack.model.resources import GpuJobSpec
-from voltpack.operator.cluster_view import build_snapshot
+from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.gang_recovery import GangRecovery
 from voltpack.operator.gpu_faults import GpuFaultSeen, isolation_of
 from voltpack.operator.jobs import WorkerPlan, worker_pod
@@ -290,7 +290,7 @@ def test_a_gang_is_never_left_partly_running_and_the_budget_is_never_exceeded(
         present = {p["metadata"]["name"] for p in pods}
         for i, gpujob in enumerate(jobs):
             name = gpujob["metadata"]["name"]
-            plan = plans[f"default/{name}"]
+            plan = plans.get(f"default/{name}", WorkerPlan())  # none: nothing to change
             spec = GpuJobSpec.model_validate(gpujob["spec"])
             if (
                 any(p["metadata"]["labels"]["voltpack.io/job"] == name for p in pods)
@@ -305,3 +305,17 @@ def test_a_gang_is_never_left_partly_running_and_the_budget_is_never_exceeded(
                 pod["metadata"]["uid"] = f"{pod_name}-{clock.now}"
                 pods.append(pod)
         clock.now += wait
+
+
+def test_workers_created_after_an_elastic_job_was_placed_join_it_alone() -> None:
+    elastic = job("el", 8, min_workers=6)
+    spec = GpuJobSpec.model_validate(elastic["spec"])
+    placed = running(elastic, "node-0")[:6]
+    late = [worker_pod(elastic, spec, i, WorkerPlan()) for i in (6, 7)]
+    work = pending_work(placed + late)
+    assert [(g.name, len(g.pods), g.min_member) for g in work.groups] == [("default/el", 2, 1)]
+    rigid = job("rigid", 8)  # not elastic: late members still wait for the whole gang
+    rigid_spec = GpuJobSpec.model_validate(rigid["spec"])
+    late = [worker_pod(rigid, rigid_spec, i, WorkerPlan()) for i in (6, 7)]
+    work = pending_work(running(rigid, "node-0")[:6] + late)
+    assert work.groups == [] and "2 of 8 members exist" in work.held["default/rigid-worker-6"]

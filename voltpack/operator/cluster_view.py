@@ -17,6 +17,7 @@ from voltpack.operator.conventions import (
     MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,
     SCHEDULER_NAME,
+    WORLD_SIZE_ANNOTATION,
 )
 from voltpack.operator.gpu_faults import GpuFaultSeen, cordon, isolation_of
 from voltpack.operator.translate import (
@@ -122,15 +123,26 @@ def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
     one).
 
     Groups come out oldest first (by their first member's creation time), then by name.
+    The bound members of an elastic GPUJob (workers with `voltpack.io/world-size`) count
+    towards its minimum: a worker created after the others were placed joins them alone.
     """
     work = PendingWork()
     members: dict[str, list[tuple[dict[str, Any], Pod]]] = {}
     minimum: dict[str, int] = {}
     topology: dict[str, TopologyRequest] = {}
+    running: dict[str, int] = {}
     for pod in pods:
         spec = pod.get("spec") or {}
         meta = pod["metadata"]
-        if spec.get("schedulerName") != SCHEDULER_NAME or spec.get("nodeName"):
+        if spec.get("schedulerName") != SCHEDULER_NAME:
+            continue
+        if spec.get("nodeName"):
+            placed = meta.get("annotations") or {}
+            if WORLD_SIZE_ANNOTATION in placed and _is_active(pod):
+                running_key = (
+                    f"{meta.get('namespace', 'default')}/{placed.get(POD_GROUP_ANNOTATION)}"
+                )
+                running[running_key] = running.get(running_key, 0) + 1
             continue
         if meta.get("deletionTimestamp") or not _is_active(pod):
             continue
@@ -168,7 +180,8 @@ def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
     )
     for group_key, entries in ordered:
         entries.sort(key=lambda entry: entry[1].name)
-        wanted = minimum.get(group_key, len(entries))
+        # an elastic job's members running already count towards its minimum
+        wanted = max(minimum.get(group_key, len(entries)) - running.get(group_key, 0), 1)
         if wanted > len(entries):
             # not every member exists yet: a gang waits until it can be placed whole
             for _, request in entries:

@@ -149,16 +149,19 @@ class GangRecovery:
                 by_job.setdefault((meta.get("namespace") or "default", job), []).append(pod)
         plans: dict[str, WorkerPlan] = {}
         seen = set()
+        quiet = not isolation.gpus and not isolation.nodes
         for job in gpujobs:
             meta = job["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
+            key = f"{meta['namespace']}/{meta['name']}"
+            seen.add(key)
+            if quiet and key not in self._state and not (job.get("status") or {}).get("recovery"):
+                continue  # the common case: nothing cordoned, nothing ever recovered
             try:
                 spec = GpuJobSpec.model_validate(job.get("spec") or {})
             except ValidationError:
                 continue
-            key = f"{meta['namespace']}/{meta['name']}"
-            seen.add(key)
             workers = by_job.get((meta["namespace"], meta["name"]), [])
             try:
                 plans[key] = self._job(job, spec, key, workers, faults, isolation, snapshot, now)
