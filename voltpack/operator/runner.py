@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
+from voltpack.model.decision import Placement
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
-from voltpack.operator.binder import bind_gang, binding_annotations, record_event
+from voltpack.operator.bind_pool import GangBinding, bind_gangs
+from voltpack.operator.binder import binding_annotations, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
@@ -84,6 +86,8 @@ class OperatorConfig:
     seed: int = 0
     cycle_interval_s: float = 1.0
     lease_duration_s: int = 15
+    bind_workers: int = 16
+    """Gangs bound at once (each gang's pods one after another), as kube-scheduler's 16."""
     metrics_port: int | None = None
     """Serve Prometheus metrics on this port (0: any free one; None: do not serve)."""
     power: bool = True
@@ -457,46 +461,27 @@ class Operator:
             and decision.predicted_step_s is not None
             and decision.ideal_step_s is not None
         }
-        for gang in plan.gangs:
-            if not self.elector.is_leader():
-                break  # lost the Lease while deciding: the new leader decides again
-            uids = {
-                p.pod: str(by_key[p.pod]["metadata"].get("uid", ""))
-                for p in gang
-                if p.pod in by_key and by_key[p.pod]["metadata"].get("uid")
-            }
-            reason = allocated.get(gang[0].pod) if gang else None
-            annotations = {PLACEMENT_REASON_ANNOTATION: reason} if reason else {}
-            if gang and gang[0].pod in step_times:
-                predicted, ideal = step_times[gang[0].pod]
-                annotations[PREDICTED_STEP_ANNOTATION] = f"{predicted:.6g}"
-                annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
-            ranks = {  # a worker rejoining a running elastic job keeps the rank it was given
-                p.pod: int(text)
-                for p in gang
-                if p.pod in by_key
-                and (
-                    text := (by_key[p.pod]["metadata"].get("annotations") or {}).get(
-                        REJOIN_RANK_ANNOTATION
-                    )
-                )
-                and text.isdigit()
-            }
-            failures = bind_gang(self.core, gang, uids, annotations, ranks)
+        bindings = [self._gang_binding(gang, by_key, allocated, step_times) for gang in plan.gangs]
+        results = bind_gangs(self.core, bindings, self.config.bind_workers, self.elector.is_leader)
+        for binding, failures in zip(bindings, results, strict=True):
+            if failures is None:
+                break  # lost the Lease while binding: the new leader decides again
+            gang = binding.placements
             self.stats.bind_failures += len(failures)
+            reason = binding.annotations.get(PLACEMENT_REASON_ANNOTATION)
             if reason and not failures:
                 job = owning_job(by_key[gang[0].pod]) if gang[0].pod in by_key else None
                 if job is not None:
                     record_event(self.core, job, "Scheduled", reason, kind="Normal")
                     self.stats.events += 1
             for position, placement in enumerate(gang):
-                rank = ranks.get(placement.pod, position)
+                rank = binding.ranks.get(placement.pod, position)
                 if placement.pod in failures:
                     plan.unplaced[placement.pod] = failures[placement.pod]
                     continue
                 self.stats.bound += 1
                 self._last_event.pop(placement.pod, None)
-                written = {**annotations, **binding_annotations(placement, rank)}
+                written = {**binding.annotations, **binding_annotations(placement, rank)}
                 self._assume_bound(by_key.get(placement.pod), placement.node, written)
         for key, reason in plan.unplaced.items():
             pod = by_key.get(key)
@@ -514,6 +499,39 @@ class Operator:
             topology=self._scheduler.topology.topology if self._scheduler.topology else None,
         )
         return plan
+
+    @staticmethod
+    def _gang_binding(
+        gang: tuple[Placement, ...],
+        by_key: dict[str, dict[str, Any]],
+        allocated: dict[str, str],
+        step_times: dict[str, tuple[float, float]],
+    ) -> GangBinding:
+        """What to bind for one gang: UIDs (precondition), the reason and predicted step time
+        as annotations, and the ranks rejoining workers of an elastic job keep."""
+        uids = {
+            p.pod: str(by_key[p.pod]["metadata"].get("uid", ""))
+            for p in gang
+            if p.pod in by_key and by_key[p.pod]["metadata"].get("uid")
+        }
+        reason = allocated.get(gang[0].pod) if gang else None
+        annotations = {PLACEMENT_REASON_ANNOTATION: reason} if reason else {}
+        if gang and gang[0].pod in step_times:
+            predicted, ideal = step_times[gang[0].pod]
+            annotations[PREDICTED_STEP_ANNOTATION] = f"{predicted:.6g}"
+            annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
+        ranks = {  # a worker rejoining a running elastic job keeps the rank it was given
+            p.pod: int(text)
+            for p in gang
+            if p.pod in by_key
+            and (
+                text := (by_key[p.pod]["metadata"].get("annotations") or {}).get(
+                    REJOIN_RANK_ANNOTATION
+                )
+            )
+            and text.isdigit()
+        }
+        return GangBinding(tuple(gang), uids, annotations, ranks)
 
     def _hetero_cycle(
         self,
