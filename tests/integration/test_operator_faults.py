@@ -308,6 +308,11 @@ def test_preemption_shrinks_an_elastic_job_instead_of_evicting_it(
             what="8 workers running",
         )
         before = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
+        ranks_before = {
+            p.metadata.name: int(p.metadata.annotations["voltpack.io/rank"])
+            for p in bound(core, "elastic")
+        }
+        assert sorted(ranks_before.values()) == list(range(8))
         vip = gpu_job_manifest("vip", workers=2, gpus=1, priority=5)
         custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", vip)
         wait_for(lambda: len(bound(core, "vip")) == 2, timeout_s=30, what="vip bound")
@@ -325,7 +330,7 @@ def test_preemption_shrinks_an_elastic_job_instead_of_evicting_it(
         kept = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
         assert all(before[name] == uid for name, uid in kept.items())  # not restarted
         assert len(workers(core, "elastic")) == 6  # the two taken are not recreated
-        assert sorted(set(before) - set(kept)) == ["elastic-worker-6", "elastic-worker-7"]
+        assert sorted(ranks_before[name] for name in set(before) - set(kept)) == [6, 7]
         shrink = next(e for e in job_events(core, "elastic") if e.reason == "ShrunkInPlace")
         assert "shrunk from 8 to 6 pods (elastic) for gang default/vip" in shrink.message
         assert operator.stats.evicted_gangs == 1 and operator.recovery.restarts == 0
@@ -346,3 +351,40 @@ def test_preemption_shrinks_an_elastic_job_instead_of_evicting_it(
             int(p.metadata.annotations["voltpack.io/rank"]) for p in bound(core, "elastic")
         )
         assert ranks == list(range(8))
+
+
+def test_a_fault_calling_for_a_reboot_moves_the_gang_off_the_whole_node(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, "default", "gpujobs", gpu_job_manifest("train", workers=4, gpus=2)
+    )
+    with operator_config_thread(cluster) as operator:
+        wait_for(lambda: len(bound(core, "train")) == 4, timeout_s=30, what="gang of 4 bound")
+        first = bound(core, "train")
+        node = first[0].spec.node_name
+        assert {p.spec.node_name for p in first} == {node}  # best-fit packs one node
+        xid_79 = {"signal": "xid", "code": 79, "action": "reboot", "message": "fell off the bus"}
+        gpu = min(gpus_of(first[0]))
+        write_gpus(custom, node, {gpu: [xid_79]})
+        old = {p.metadata.uid for p in first}
+        wait_for(
+            lambda: (
+                len(bound(core, "train")) == 4
+                and not ({p.metadata.uid for p in bound(core, "train")} & old)
+            ),
+            timeout_s=30,
+            what="the gang re-placed",
+        )
+        assert {p.spec.node_name for p in bound(core, "train")} == {"node-a", "node-b"} - {node}
+        assert operator.recovery.restarts == 1
+        wait_for(
+            lambda: any(e.reason == "RestartingGang" for e in job_events(core, "train")),
+            timeout_s=10,
+            what="the RestartingGang Event",
+        )
+        event = next(e for e in job_events(core, "train") if e.reason == "RestartingGang")
+        assert event.message.startswith(
+            f"GPU {gpu} of {node}: XID 79 (fell off the bus), calls for reboot: restarting gang"
+        )

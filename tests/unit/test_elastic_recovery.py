@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from voltpack.model import Node
 from voltpack.model.resources import GpuJobSpec
 from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.gang_recovery import GangRecovery
+from voltpack.operator.gang_recovery import GangRecovery, join_ranks
 from voltpack.operator.gpu_faults import GpuFaultSeen, isolation_of
 from voltpack.operator.jobs import WorkerPlan, worker_pod
 from voltpack.operator.translate import node_to_k8s
@@ -319,3 +319,21 @@ def test_workers_created_after_an_elastic_job_was_placed_join_it_alone() -> None
     late = [worker_pod(rigid, rigid_spec, i, WorkerPlan()) for i in (6, 7)]
     work = pending_work(running(rigid, "node-0")[:6] + late)
     assert work.groups == [] and "2 of 8 members exist" in work.held["default/rigid-worker-6"]
+
+
+def test_joining_workers_take_the_ranks_the_running_ones_lack() -> None:
+    elastic = job("el", 8, min_workers=6)
+    spec = GpuJobSpec.model_validate(elastic["spec"])
+    placed = [
+        p
+        for p in running(elastic, "node-0")
+        if p["metadata"]["name"] not in ("el-worker-1", "el-worker-4")
+    ]
+    late = worker_pod(elastic, spec, 1, WorkerPlan())
+    back = worker_pod(elastic, spec, 4, WorkerPlan(rejoin={4: 4}))  # told to take rank 4
+    by_key = {f"default/{p['metadata']['name']}": p for p in [*placed, late, back]}
+    gang = ["default/el-worker-1", "default/el-worker-4"]  # positions 0 and 1
+    ranks = join_ranks(gang, by_key, by_key.values())
+    assert ranks == {"default/el-worker-4": 4, "default/el-worker-1": 1}
+    fresh = {f"default/{p['metadata']['name']}": p for p in [late]}
+    assert join_ranks(["default/el-worker-1"], fresh, fresh.values()) == {}  # positions

@@ -44,7 +44,9 @@ from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
 from voltpack.operator.binder import record_event
 from voltpack.operator.conventions import (
+    POD_GROUP_ANNOTATION,
     RANK_ANNOTATION,
+    REJOIN_RANK_ANNOTATION,
     WORKER_RANKS_ANNOTATION,
     WORLD_SIZE_ANNOTATION,
 )
@@ -502,3 +504,44 @@ def _workers_that_fit(snapshot: ClusterSnapshot, request: Pod, most: int) -> int
             break
         placed += 1
     return placed
+
+
+def join_ranks(
+    gang: list[str], by_key: Mapping[str, dict[str, Any]], pods: Iterable[dict[str, Any]]
+) -> dict[str, int]:
+    """Ranks for pods (`namespace/name`) joining an elastic job whose other workers run: the
+    rank a rejoining worker was given (`voltpack.io/rejoin-rank`), else the lowest ranks the
+    running workers do not hold. Empty when the gang is not such a joiner (ranks by position)."""
+    first = by_key.get(gang[0]) if gang else None
+    annotations = (first or {}).get("metadata", {}).get("annotations") or {}
+    if first is None or WORLD_SIZE_ANNOTATION not in annotations:
+        return {}
+    namespace = first["metadata"].get("namespace")
+    group = annotations.get(POD_GROUP_ANNOTATION)
+    joining = set(gang)
+    used = {
+        rank
+        for pod in pods
+        if (pod.get("spec") or {}).get("nodeName")
+        and pod["metadata"].get("namespace") == namespace
+        and (pod["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION) == group
+        and f"{namespace}/{pod['metadata']['name']}" not in joining
+        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and not pod["metadata"].get("deletionTimestamp")
+        and (rank := _rank(pod)) is not None
+    }
+    ranks: dict[str, int] = {}
+    for key in gang:
+        text = ((by_key.get(key) or {}).get("metadata", {}).get("annotations") or {}).get(
+            REJOIN_RANK_ANNOTATION, ""
+        )
+        if text.isdigit():
+            ranks[key] = int(text)
+    if not used:
+        return ranks
+    taken = used | set(ranks.values())
+    free = (r for r in range(len(taken) + len(gang)) if r not in taken)
+    for key in gang:
+        if key not in ranks:
+            ranks[key] = next(free)
+    return ranks

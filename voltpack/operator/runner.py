@@ -31,11 +31,10 @@ from voltpack.operator.conventions import (
     IDEAL_STEP_ANNOTATION,
     PLACEMENT_REASON_ANNOTATION,
     PREDICTED_STEP_ANNOTATION,
-    REJOIN_RANK_ANNOTATION,
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
-from voltpack.operator.gang_recovery import GangRecovery
+from voltpack.operator.gang_recovery import GangRecovery, join_ranks
 from voltpack.operator.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.inference_services import InferenceServiceController
@@ -520,17 +519,8 @@ class Operator:
             predicted, ideal = step_times[gang[0].pod]
             annotations[PREDICTED_STEP_ANNOTATION] = f"{predicted:.6g}"
             annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
-        ranks = {  # a worker rejoining a running elastic job keeps the rank it was given
-            p.pod: int(text)
-            for p in gang
-            if p.pod in by_key
-            and (
-                text := (by_key[p.pod]["metadata"].get("annotations") or {}).get(
-                    REJOIN_RANK_ANNOTATION
-                )
-            )
-            and text.isdigit()
-        }
+        # workers joining a running elastic job take the ranks it lacks
+        ranks = join_ranks([p.pod for p in gang], by_key, by_key.values())
         return GangBinding(tuple(gang), uids, annotations, ranks)
 
     def _hetero_cycle(
