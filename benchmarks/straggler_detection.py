@@ -28,7 +28,8 @@ A false positive is any flag of a rank while it is not slow (every rank in the 0
 slow rank before its onset); capped ranks flagged are counted separately. Acceptance (issue
 22): 10% slower flagged within 50 steps, no false positive, capped ranks not flagged.
 
-Usage: python benchmarks/straggler_detection.py [--seeds 20] [--steps 250] [--out DIR]
+Usage: python benchmarks/straggler_detection.py [--seeds 20] [--first-seed 0] [--steps 250]
+       [--out DIR]
 """
 
 from __future__ import annotations
@@ -180,6 +181,9 @@ def summarise(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds run from here (held-out checks)"
+    )
     parser.add_argument("--steps", type=int, default=250)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--name", default="straggler_detection")
@@ -191,7 +195,7 @@ def main() -> None:
     for noise in NOISES:
         for slowdown in SLOWDOWNS:
             runs: dict[str, list[dict[str, Any]]] = {name: [] for name in DETECTORS}
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 gang = synthetic_gang(seed, args.steps, noise, slowdown)
                 runs["voltpack"].append(score(gang, first_flags_voltpack(gang, True)))
                 runs["voltpack-cap-blind"].append(score(gang, first_flags_voltpack(gang, False)))
@@ -205,6 +209,7 @@ def main() -> None:
             "steps": args.steps,
             "onset_step": ONSET_STEP,
             "seeds": args.seeds,
+            "first_seed": args.first_seed,
             "base_step_s": BASE_STEP_S,
             "common_jitter_cv": COMMON_CV,
             "persistent_per_gpu_cv": PERSISTENT_CV,

@@ -63,14 +63,16 @@ class StragglerParams:
     """The smallest excess worth flagging (3%): below it a rank is within the spread of
     healthy identical GPUs and not worth re-placing a gang for; it also keeps a gang with very
     low noise from flagging a rank 1% slower. Set it to the slowdown worth acting on."""
-    window_steps: int = 16
-    """Recent steps the persistence test looks at."""
+    window_steps: int = 24
+    """Recent steps the persistence test looks at: four times the longest burst of slow steps
+    to ignore (6: a checkpoint write, a noisy neighbour, a slow data shard)."""
     persistence: float = 0.75
-    """Share of the window's steps that must be >= `min_slowdown` slower: 12 of 16, so a burst
-    of a few slow steps (a checkpoint write, a noisy neighbour; up to ~10 steps) or occasional
-    heavy-tail spikes are not flagged, while a 10% straggler at 3% CV (each step >= 3% slower
-    with probability ~99%) passes 12 steps after its onset. Steps missing from the window
-    (the run's first steps, unreported ones) count as not slower."""
+    """Share of the window's steps that must be >= `min_slowdown` slower: 18 of 24. A 6-step
+    burst then needs 12 of the other 18 steps slow as well (probability ~6e-4 even for a healthy
+    rank 1.2% slower than the median at 3% CV; with 16 steps and 12 of 16 a benchmark seed
+    flagged such a rank), while a 10% straggler at 3% CV (each step >= 3% slower with
+    probability ~99%) passes 18-19 steps after its onset. Steps missing from the window (the
+    run's first steps, unreported ones) count as not slower."""
     spread_floor: float = 0.005
     """Lower bound of the per-step spread (0.5%): step timers and data-dependent work vary at
     least this much, so a gang with near-identical times does not turn 0.1% into z = 10."""
