@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from _common import save
+from _common import RESULTS_DIR, save
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -554,6 +554,8 @@ def markdown(figures: dict[str, Any]) -> str:
         "runs as its own process and the clock starts with it. Measured on a shared 2-core "
         "machine (see the 1-minute load averages): re-run on a quiet machine before quoting.",
     ]
+    for section in figures.get("carried_over", []):
+        lines += ["", f"The {section} section is carried over from the previous run (`--only`)."]
     if figures["throughput"]:
         lines += [
             "",
@@ -636,7 +638,31 @@ def main() -> None:
             figures["packing"].append(row)
         figures["simulator_reference"] = simulator_reference(data)
     figures["wall_s"] = round(time.perf_counter() - wall, 1)
+    if args.only:
+        carry_over(
+            figures,
+            args.out or RESULTS_DIR,
+            "packing" if args.only == "throughput" else "throughput",
+        )
     save("k8s_side_by_side", figures, markdown(figures), args.out)
+
+
+CARRIED = {
+    "throughput": ("throughput",),
+    "packing": ("packing", "packing_input", "simulator_reference"),
+}
+
+
+def carry_over(figures: dict[str, Any], folder: Path, section: str) -> None:
+    """With `--only`, keep the other section from the previous results file, marked as such."""
+    previous_path = folder / "k8s_side_by_side.json"
+    if not previous_path.exists():
+        return
+    previous = json.loads(previous_path.read_text())
+    for key in CARRIED[section]:
+        if key in previous:
+            figures[key] = previous[key]
+    figures.setdefault("carried_over", []).append(section)
 
 
 if __name__ == "__main__":
