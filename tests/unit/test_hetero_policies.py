@@ -94,8 +94,14 @@ def normalized_to_fair_share(p: AllocationInput, x: NDArray[np.float64]) -> NDAr
 
 
 def best_completion_level(p: AllocationInput) -> float:
-    """max z s.t. rate_i(X) >= R_i z for every job, solved independently of voltpack."""
+    """max z s.t. rate_i(X) >= R_i z for every job, solved independently of voltpack.
+
+    Rows are divided by R_i and z is solved in units of the slowest job's whole-allocation
+    rate over its remaining steps (an upper bound of z), so a level near the solver's
+    tolerance (1e-7) is not noise."""
     jobs, models = p.throughputs_steps_per_s.shape
+    best = p.throughputs_steps_per_s.max(axis=1) / p.steps_remaining
+    unit = float(best[best > 0].min()) if (best > 0).any() else 1.0
     n = jobs * models
     c = np.zeros(n + 1)
     c[-1] = -1.0
@@ -112,8 +118,10 @@ def best_completion_level(p: AllocationInput) -> float:
         rows.append(share)
         bounds_b.append(1.0)
         level = np.zeros(n + 1)
-        level[i * models : (i + 1) * models] = -p.throughputs_steps_per_s[i]
-        level[-1] = p.steps_remaining[i]
+        level[i * models : (i + 1) * models] = -p.throughputs_steps_per_s[i] / (
+            p.steps_remaining[i] * unit
+        )
+        level[-1] = 1.0
         rows.append(level)
         bounds_b.append(0.0)
     upper = np.where(p.runnable, 1.0, 0.0).ravel()
@@ -125,7 +133,7 @@ def best_completion_level(p: AllocationInput) -> float:
         method="highs",
     )
     assert result.status == 0
-    return float(result.x[-1])
+    return float(result.x[-1]) * unit
 
 
 # --- registry and input validation ----------------------------------------------------------

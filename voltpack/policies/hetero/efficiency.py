@@ -30,19 +30,29 @@ def _min_makespan(problem: AllocationInput, rates: FloatArray) -> FloatArray:
 
     One exact LP instead of Gavel's bisection over the makespan.
     """
+    # each job's row divided by its remaining steps times a scale that makes the level O(1):
+    # the level is at most the slowest job's whole-allocation rate over its remaining steps,
+    # and a level of 1e-7 (a slow job with many steps left) is below the solver's tolerance
+    best = np.where(problem.runnable, rates, 0.0).max(axis=1) / problem.steps_remaining
+    positive = best[best > 0]
+    scale = float(positive.min()) if positive.size else 1.0
+    per_job = 1.0 / (problem.steps_remaining * scale)
     lp = AllocationLp(problem, extra=1)
     z = lp.extra_index(0)
-    rows = (-lp.per_job_rows(rates)).tolil()
-    rows[:, z] = problem.steps_remaining.reshape(-1, 1)
+    rows = (-lp.per_job_rows(rates * per_job[:, None])).tolil()
+    rows[:, z] = np.ones((lp.jobs, 1))
     lp.add_rows(rows, np.zeros(lp.jobs))
     objective = np.zeros(lp.size)
     objective[z] = -1.0
     solved = lp.solve(objective, [(0.0, None)])
     if solved is None:
         return empty_allocation(problem)
-    level = float(solved[1][0])
+    scaled_level = float(solved[1][0])
     tie = AllocationLp(problem)
-    tie.add_rows(-tie.per_job_rows(rates), -problem.steps_remaining * level * (1 - OPTIMUM_SLACK))
+    tie.add_rows(
+        -tie.per_job_rows(rates * per_job[:, None]),
+        -np.full(tie.jobs, scaled_level * (1 - OPTIMUM_SLACK)),
+    )
     efficient = np.zeros(tie.size)
     efficient[: tie.jobs * tie.models] = -_normalized_rates(problem).ravel()
     settled = tie.solve(efficient, [])
