@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import threading
 import time
 import urllib.request
 from abc import ABC, abstractmethod
@@ -28,7 +27,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import Kubectl, wait_for
+from tests.integration.conftest import Kubectl, operator_on, wait_for
 from tests.k8s_control_plane import KWOK_NODE_ANNOTATION, ControlPlane
 from voltpack.emulator import RunningEmulator
 from voltpack.emulator.nodes import EMULATED_ANNOTATION, node_object
@@ -259,17 +258,8 @@ def operator_in_thread(
 ) -> Iterator[Operator]:
     """An operator replica with its own authenticated client, in a thread; stopped on exit
     (`kwargs`: e.g. `power_clock`)."""
-    api = cluster.api_client()
-    operator = Operator(api, config, **kwargs)
-    stop = threading.Event()
-    thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with operator_on(cluster.api_client(), config, **kwargs) as operator:
         yield operator
-    finally:
-        stop.set()
-        thread.join(timeout=15)
-        api.close()
 
 
 def wait_gone(function: Any, *args: Any, timeout_s: float = 30, what: str = "deletion") -> None:

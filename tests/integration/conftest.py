@@ -214,8 +214,15 @@ def fake_nvml_dir() -> Path:
 @contextmanager
 def operator_thread(url: str, config: OperatorConfig) -> Iterator[Operator]:
     """An operator replica with its own API client, running in a thread; stopped on exit."""
-    api = client.ApiClient(client.Configuration(host=url))
-    operator = Operator(api, config)
+    with operator_on(client.ApiClient(client.Configuration(host=url)), config) as operator:
+        yield operator
+
+
+@contextmanager
+def operator_on(api: client.ApiClient, config: OperatorConfig, **kwargs: Any) -> Iterator[Operator]:
+    """An operator replica on `api` (closed on exit), running in a thread; stopped on exit
+    (`kwargs`: e.g. `power_clock`)."""
+    operator = Operator(api, config, **kwargs)
     stop = threading.Event()
     thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
     thread.start()

@@ -27,7 +27,7 @@ from voltpack.perf.links import PerfModelError
 from voltpack.policies.topology.gpu_choice import choose_gpus
 from voltpack.scheduler.filter import explain_rejection, filter_nodes
 from voltpack.scheduler.mixed_gang import is_mixed, place_mixed_gang
-from voltpack.scheduler.nic_allocation import nic_for_gpus
+from voltpack.scheduler.nic_allocation import nic_slot_for
 from voltpack.scheduler.statement import Statement
 
 
@@ -218,7 +218,7 @@ def place_gang(
     placements: list[Placement] = []
     pod_nodes = np.repeat(np.array(counts.nodes, dtype=np.int64), counts.pods)
     for member, node, gpus in zip(group.pods, pod_nodes.tolist(), pod_gpus, strict=True):
-        nics = _nic_for(snapshot, node, member, gpus)
+        nics = nic_slot_for(snapshot, node, member, gpus)
         statement.allocate(node, member, gpus, nics)
         placements.append(
             Placement(
@@ -243,21 +243,6 @@ def place_gang(
         ideal_step_s=ideal_s,
     )
     return GangOutcome(decision, step_s, ideal_s, tuple(pod_nodes.tolist()))
-
-
-def _nic_for(
-    snapshot: ClusterSnapshot, node: int, pod: Pod, gpus: tuple[int, ...]
-) -> tuple[int, ...]:
-    """The NIC slot a pod with an RDMA share takes beside its (fixed) GPUs; () without one.
-
-    `node_slots` counted the NICs' shares, so a NIC with room exists for every pod placed.
-    """
-    layout = snapshot.layouts[node]
-    if not pod.rdma_percent or layout is None:
-        return ()
-    free = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
-    choice = nic_for_gpus(layout, pod, gpus, free)
-    return () if choice.nic is None else (choice.nic,)
 
 
 def _rank_gpus(

@@ -19,7 +19,7 @@ from voltpack.model.topology import ClusterTopology
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.topology.gpu_choice import choose_gpus
 from voltpack.scheduler.filter import filter_nodes
-from voltpack.scheduler.nic_allocation import nic_for_gpus
+from voltpack.scheduler.nic_allocation import nic_slot_for
 from voltpack.scheduler.statement import Statement
 
 
@@ -95,12 +95,7 @@ def _try_domain(
         count = int(snapshot.gpu_count[node])
         free = (snapshot.gpu_free_milli[node, :count] >= MILLI_PER_GPU).tolist()
         gpus = choose_gpus(topology.hosts[node], free, 1, pod.num_gpu, 1)[0]
-        nics: tuple[int, ...] = ()
-        layout = snapshot.layouts[node]
-        if pod.rdma_percent and layout is not None:
-            shares = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
-            choice = nic_for_gpus(layout, pod, gpus, shares)
-            nics = () if choice.nic is None else (choice.nic,)
+        nics = nic_slot_for(snapshot, node, pod, gpus)
         statement.allocate(node, pod, gpus, nics)
         placements.append(
             Placement(

@@ -193,3 +193,16 @@ def choose_on_snapshot(
     gpu_free = [free if ok else -1 for free, ok in zip(gpu_free, present, strict=True)]
     nic_free = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
     return choose_gpus_and_nic(layout, pod, preferred_gpus, gpu_free, nic_free)
+
+
+def nic_slot_for(
+    snapshot: ClusterSnapshot, node: int, pod: Pod, gpus: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The NIC slot a pod with an RDMA share takes beside its (fixed) GPUs; () without one or
+    when no NIC of the node's layout has room."""
+    layout = snapshot.layouts[node]
+    if not pod.rdma_percent or layout is None:
+        return ()
+    free = [int(v) for v in snapshot.nic_free_pct[node, : len(layout.nics)]]
+    choice = nic_for_gpus(layout, pod, gpus, free)
+    return () if choice.nic is None else (choice.nic,)
