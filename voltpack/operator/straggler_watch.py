@@ -4,7 +4,7 @@
 (`step_reports`), feeds the steps not seen yet to the gang's `StragglerDetector`, and returns
 what to tell people: one `StragglerNotice` per rank newly flagged (the text of a Warning Event
 on that rank's pod, naming the node and GPU) and one per refused report. No Kubernetes calls
-here: the caller lists the pods and records the Events (not yet wired into `runner.py`).
+here: the caller lists the pods and records the Events (`Operator._report_stragglers` each cycle).
 """
 
 from __future__ import annotations
