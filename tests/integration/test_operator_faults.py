@@ -1,23 +1,28 @@
 """GPU faults end to end over the emulator: the agent's fault on a GPUNode (written as the agent
-writes it, through the official client) cordons the GPU, the gang on it is re-placed or shrunk,
-and Events, the GPUJob's status and the admin API say why."""
+writes it, through the official client, or by the agent's publisher over the fake NVML) cordons
+the GPU, the gang on it is re-placed or shrunk, and Events, the GPUJob's status and the admin
+API say why."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from tests.fakes.nvml import STATE_ENV, FakeGpu, raise_xid, write_state
 from tests.integration.conftest import gpu_job_manifest, operator_thread, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
+from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import parse_policy, policy_for_strategy
+from voltpack.telemetry.nvml import NvmlBackend
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 
@@ -388,3 +393,56 @@ def test_a_fault_calling_for_a_reboot_moves_the_gang_off_the_whole_node(
         assert event.message.startswith(
             f"GPU {gpu} of {node}: XID 79 (fell off the bus), calls for reboot: restarting gang"
         )
+
+
+def test_an_xid_from_the_fake_nvml_through_the_agent_restarts_the_gang_off_that_gpu(
+    cluster: RunningEmulator,
+    api: client.ApiClient,
+    fake_nvml_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """End to end: the fake libnvidia-ml.so raises XID 48, the agent's publisher (real pynvml,
+    real event set) writes it into the GPUNode, the operator restarts the gang off that GPU."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, "default", "gpujobs", gpu_job_manifest("train", workers=8, gpus=1)
+    )
+    source = KubeAdminSource(api, policy_for_strategy("best-fit"), "", stale_after_s=60)
+    state = write_state(tmp_path / "nvml-state", [FakeGpu() for _ in range(8)])
+    monkeypatch.setenv(STATE_ENV, str(state))
+    with operator_config_thread(cluster) as operator, NvmlBackend() as backend:
+        wait_for(lambda: len(bound(core, "train")) == 8, timeout_s=30, what="gang of 8 bound")
+        first = bound(core, "train")
+        victim = first[0]
+        node, gpu = victim.spec.node_name, min(gpus_of(victim))
+        sync = GpuNodeSync(custom, node, backend)  # the agent of the gang's node
+        sync.reconcile_once()  # publishes the GPUs and registers the event sets
+        raise_xid(state, gpu, 48)
+        sync.reconcile_once()
+        status = custom.get_cluster_custom_object(GROUP, VERSION, "gpunodes", node)["status"]
+        assert {c["type"]: c for c in status["conditions"]}[f"GPU{gpu}Fault"]["reason"] == "Xid48"
+
+        old_uids = {p.metadata.uid for p in first}
+
+        def replaced() -> bool:
+            now = bound(core, "train")
+            return len(now) == 8 and not ({p.metadata.uid for p in now} & old_uids)
+
+        wait_for(replaced, timeout_s=30, what="the whole gang re-placed")
+        again = bound(core, "train")
+        assert all(not (p.spec.node_name == node and gpu in gpus_of(p)) for p in again)
+        assert operator.recovery.restarts == 1
+        wait_for(
+            lambda: any(e.reason == "RestartingGang" for e in job_events(core, "train")),
+            timeout_s=10,
+            what="the RestartingGang Event",
+        )
+        event = next(e for e in job_events(core, "train") if e.reason == "RestartingGang")
+        assert event.message.startswith(f"GPU {gpu} of {node}: XID 48")
+        wait_for(
+            lambda: {j.name: j for j in source.jobs()}["train"].recovery_reason == event.message,
+            timeout_s=10,
+            what="the admin API's explanation",
+        )
+    source.close()
