@@ -121,18 +121,9 @@ class Scheduler:
             gpus = choice.gpus
             nics = () if choice.nic is None else (choice.nic,)
             nic_text = ", " + choice.describe(snapshot.layouts[node], pod.rdma_percent)
-        statement.allocate(node, pod, gpus, nics)
-        node_name = snapshot.node_names[node]
+        placement = statement.place(node, pod, gpus, nics)
         gpu_text = f" GPUs {list(gpus)}" if gpus else ""
-        reason = f"pod {pod.name} -> node {node_name}{gpu_text}{nic_text}: {why}"
-        placement = Placement(
-            pod=pod.name,
-            node=node_name,
-            gpu_indices=gpus,
-            gpu_milli=pod.gpu_milli,
-            nics=snapshot.nic_names(node, nics),
-            rdma_percent=pod.rdma_percent,
-        )
+        reason = f"pod {pod.name} -> node {placement.node}{gpu_text}{nic_text}: {why}"
         return Decision(subject=pod.name, placed=True, placements=(placement,), reason=reason)
 
     def _select_node(

@@ -219,17 +219,7 @@ def place_gang(
     pod_nodes = np.repeat(np.array(counts.nodes, dtype=np.int64), counts.pods)
     for member, node, gpus in zip(group.pods, pod_nodes.tolist(), pod_gpus, strict=True):
         nics = nic_slot_for(snapshot, node, member, gpus)
-        statement.allocate(node, member, gpus, nics)
-        placements.append(
-            Placement(
-                pod=member.name,
-                node=snapshot.node_names[node],
-                gpu_indices=gpus,
-                gpu_milli=member.gpu_milli,
-                nics=snapshot.nic_names(node, nics),
-                rdma_percent=member.rdma_percent,
-            )
-        )
+        placements.append(statement.place(node, member, gpus, nics))
     statement.commit()
     step_s = step_model.step_s(rank_nodes, rank_gpus) if step_model is not None else None
     ideal_s = step_model.ideal_s() if step_model is not None else None

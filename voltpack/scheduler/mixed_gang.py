@@ -96,17 +96,7 @@ def _try_domain(
         free = (snapshot.gpu_free_milli[node, :count] >= MILLI_PER_GPU).tolist()
         gpus = choose_gpus(topology.hosts[node], free, 1, pod.num_gpu, 1)[0]
         nics = nic_slot_for(snapshot, node, pod, gpus)
-        statement.allocate(node, pod, gpus, nics)
-        placements.append(
-            Placement(
-                pod=pod.name,
-                node=snapshot.node_names[node],
-                gpu_indices=gpus,
-                gpu_milli=pod.gpu_milli,
-                nics=snapshot.nic_names(node, nics),
-                rdma_percent=pod.rdma_percent,
-            )
-        )
+        placements.append(statement.place(node, pod, gpus, nics))
     statement.commit()
     return placements
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from voltpack.model.decision import Placement
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
 
@@ -21,6 +22,20 @@ class Statement:
         """Allocate on the snapshot now (GPUs and NICs); remember it for a possible rollback."""
         self._snapshot.allocate(node, pod, gpu_indices, nic_indices)
         self._allocations.append((node, pod, tuple(gpu_indices), tuple(nic_indices)))
+
+    def place(
+        self, node: int, pod: Pod, gpu_indices: Sequence[int], nic_indices: Sequence[int] = ()
+    ) -> Placement:
+        """`allocate`, and the resulting placement (node, GPUs and NICs by name)."""
+        self.allocate(node, pod, gpu_indices, nic_indices)
+        return Placement(
+            pod=pod.name,
+            node=self._snapshot.node_names[node],
+            gpu_indices=tuple(gpu_indices),
+            gpu_milli=pod.gpu_milli,
+            nics=self._snapshot.nic_names(node, tuple(nic_indices)),
+            rdma_percent=pod.rdma_percent,
+        )
 
     def rollback(self) -> None:
         """Undo every allocation of this statement (NIC shares included), newest first."""
