@@ -53,6 +53,7 @@ from voltpack.operator.policy_reload import PolicyWatcher
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.setup_problems import served_voltpack_plurals, setup_log_for
+from voltpack.operator.step_reports import RankReport
 from voltpack.operator.straggler_caps import CapSlowdowns
 from voltpack.operator.straggler_watch import StragglerWatch
 from voltpack.operator.topology_view import (
@@ -438,11 +439,11 @@ class Operator:
         )
         worker_plans = self.recovery.cycle(gpujobs, pods, faults, isolation, snapshot)
         self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced, worker_plans)
-        self._report_stragglers(pods, snapshot)
         if self.job_history is not None:
             self.job_history.observe(gpujobs)
         self._last_unplaced = dict(plan.unplaced)
         by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
+        self._report_stragglers(pods, by_key, snapshot)
         for eviction in plan.evictions:
             self.queue_writer.evict(eviction, by_key)
             if eviction.shrink:
@@ -503,17 +504,28 @@ class Operator:
         )
         return plan
 
-    def _report_stragglers(self, pods: list[dict[str, Any]], snapshot: ClusterSnapshot) -> None:
+    def _report_stragglers(
+        self,
+        pods: list[dict[str, Any]],
+        by_key: dict[str, dict[str, Any]],
+        snapshot: ClusterSnapshot,
+    ) -> None:
         """Feed the gangs' step-time reports to their detectors; a Warning Event on each rank
         newly flagged (deliberate caps from the GPUNode specs discounted) or report refused."""
-        models = {
-            snapshot.node_names[row]: snapshot.gpu_models[int(model)]
-            for row, model in enumerate(snapshot.node_gpu_model)
-            if model != NO_GPU_MODEL
-        }
-        caps = CapSlowdowns(self.gpunodes.items(), models)
-        by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
-        for notice in self.stragglers.update(pods, caps.expected):
+        caps: CapSlowdowns | None = None
+
+        def expected(report: RankReport) -> float:
+            nonlocal caps
+            if caps is None:  # built only in a cycle that has step-time reports to judge
+                models = {
+                    snapshot.node_names[row]: snapshot.gpu_models[int(model)]
+                    for row, model in enumerate(snapshot.node_gpu_model)
+                    if model != NO_GPU_MODEL
+                }
+                caps = CapSlowdowns(self.gpunodes.items(), models)
+            return caps.expected(report)
+
+        for notice in self.stragglers.update(pods, expected):
             pod = by_key.get(notice.pod)
             if pod is not None:
                 record_event(self.core, pod, notice.reason, notice.message)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from voltpack.operator.conventions import POD_GROUP_ANNOTATION
-from voltpack.operator.step_reports import RankReport, gang_step_reports
+from voltpack.operator.step_reports import STEP_TIMES_ANNOTATION, RankReport, gang_step_reports
 from voltpack.policies.stragglers import StragglerDetector, StragglerParams, align_samples
 
 ExpectedSlowdown = Callable[[RankReport], float]
@@ -56,18 +56,26 @@ class StragglerWatch:
         expected_slowdown: ExpectedSlowdown = _no_cap,
     ) -> list[StragglerNotice]:
         """Feed every gang's new steps; notices for new flags and newly refused reports."""
-        pods = list(pods)
-        gangs = sorted({gang for pod in pods if (gang := _gang_of(pod))})
+        members: dict[str, list[Mapping[str, Any]]] = {}
+        reporting: set[str] = set()
+        for pod in pods:  # one pass: the operator calls this every cycle over every pod
+            gang = _gang_of(pod)
+            if not gang:
+                continue
+            members.setdefault(gang, []).append(pod)
+            if STEP_TIMES_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
+                reporting.add(gang)
         notices: list[StragglerNotice] = []
-        for gang in gangs:
-            notices.extend(self._update_gang(gang, pods, expected_slowdown))
-        for gone in set(self.detectors) - set(gangs):
+        for gang in sorted(reporting):  # a gang without any report has nothing to feed
+            notices.extend(self._update_gang(gang, members[gang], expected_slowdown))
+        for gone in set(self.detectors) - set(members):
             del self.detectors[gone]
         return notices
 
     def _update_gang(
         self, gang: str, pods: list[Mapping[str, Any]], expected_slowdown: ExpectedSlowdown
     ) -> list[StragglerNotice]:
+        """`pods`: the gang's members."""
         reports = gang_step_reports(pods, gang)
         notices = [
             StragglerNotice(error.split(":", 1)[0], "StepReportRefused", error)
@@ -78,7 +86,7 @@ class StragglerWatch:
         if not reports.ranks:
             return notices
         # the gang's size, so that a rank that has not reported yet does not resize the detector
-        ranks = max(max(reports.ranks) + 1, sum(1 for pod in pods if _gang_of(pod) == gang))
+        ranks = max(max(reports.ranks) + 1, len(pods))
         detector = self.detectors.get(gang)
         if detector is None or detector.ranks != ranks:
             if ranks < self.params.min_ranks:
