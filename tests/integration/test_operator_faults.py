@@ -114,6 +114,25 @@ def gpujob(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     )
 
 
+def wait_for_gang_replaced(core: client.CoreV1Api, job: str, old_uids: set[str]) -> list[Any]:
+    """Waits until all 8 workers are bound again, none of them an old pod; returns them."""
+
+    def replaced() -> list[Any]:
+        now = bound(core, job)
+        return now if len(now) == 8 and not ({p.metadata.uid for p in now} & old_uids) else []
+
+    return wait_for(replaced, timeout_s=30, what="the whole gang re-placed")  # type: ignore[no-any-return]
+
+
+def wait_for_restart_event(core: client.CoreV1Api, job: str) -> Any:
+    """Waits for the job's RestartingGang Event and returns it."""
+
+    def event() -> Any:
+        return next((e for e in job_events(core, job) if e.reason == "RestartingGang"), None)
+
+    return wait_for(event, timeout_s=10, what="the RestartingGang Event")
+
+
 XID_48 = {"signal": "xid", "code": 48, "action": "reset", "message": "double-bit ECC error"}
 
 
@@ -132,25 +151,14 @@ def test_a_fault_under_a_running_gang_cordons_the_gpu_and_restarts_the_gang_off_
         node, gpu = victim.spec.node_name, min(gpus_of(victim))
         old_uids = {p.metadata.uid for p in first.values()}
         write_gpus(custom, node, {gpu: [XID_48]})
-
-        def replaced() -> bool:
-            now = bound(core, "train")
-            return len(now) == 8 and not ({p.metadata.uid for p in now} & old_uids)
-
-        wait_for(replaced, timeout_s=30, what="the whole gang re-placed")
-        again = bound(core, "train")
+        again = wait_for_gang_replaced(core, "train", old_uids)
         assert all(not (p.spec.node_name == node and gpu in gpus_of(p)) for p in again), (
             "a worker was placed on the cordoned GPU"
         )
         assert sorted(p.metadata.name for p in again) == sorted(first)  # same workers
         assert operator.recovery.restarts == 1
         expected = f"GPU {gpu} of {node}: XID 48 (double-bit ECC error), calls for reset"
-        wait_for(
-            lambda: any(e.reason == "RestartingGang" for e in job_events(core, "train")),
-            timeout_s=10,
-            what="the RestartingGang Event",
-        )
-        event = next(e for e in job_events(core, "train") if e.reason == "RestartingGang")
+        event = wait_for_restart_event(core, "train")
         assert event.message == (
             f"{expected}: restarting gang from its checkpoint (restart 1 of 3 this hour)"
         )
@@ -384,12 +392,7 @@ def test_a_fault_calling_for_a_reboot_moves_the_gang_off_the_whole_node(
         )
         assert {p.spec.node_name for p in bound(core, "train")} == {"node-a", "node-b"} - {node}
         assert operator.recovery.restarts == 1
-        wait_for(
-            lambda: any(e.reason == "RestartingGang" for e in job_events(core, "train")),
-            timeout_s=10,
-            what="the RestartingGang Event",
-        )
-        event = next(e for e in job_events(core, "train") if e.reason == "RestartingGang")
+        event = wait_for_restart_event(core, "train")
         assert event.message.startswith(
             f"GPU {gpu} of {node}: XID 79 (fell off the bus), calls for reboot: restarting gang"
         )
@@ -423,22 +426,10 @@ def test_an_xid_from_the_fake_nvml_through_the_agent_restarts_the_gang_off_that_
         status = custom.get_cluster_custom_object(GROUP, VERSION, "gpunodes", node)["status"]
         assert {c["type"]: c for c in status["conditions"]}[f"GPU{gpu}Fault"]["reason"] == "Xid48"
 
-        old_uids = {p.metadata.uid for p in first}
-
-        def replaced() -> bool:
-            now = bound(core, "train")
-            return len(now) == 8 and not ({p.metadata.uid for p in now} & old_uids)
-
-        wait_for(replaced, timeout_s=30, what="the whole gang re-placed")
-        again = bound(core, "train")
+        again = wait_for_gang_replaced(core, "train", {p.metadata.uid for p in first})
         assert all(not (p.spec.node_name == node and gpu in gpus_of(p)) for p in again)
         assert operator.recovery.restarts == 1
-        wait_for(
-            lambda: any(e.reason == "RestartingGang" for e in job_events(core, "train")),
-            timeout_s=10,
-            what="the RestartingGang Event",
-        )
-        event = next(e for e in job_events(core, "train") if e.reason == "RestartingGang")
+        event = wait_for_restart_event(core, "train")
         assert event.message.startswith(f"GPU {gpu} of {node}: XID 48")
         wait_for(
             lambda: {j.name: j for j in source.jobs()}["train"].recovery_reason == event.message,
