@@ -23,14 +23,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Literal
 
-FaultSignalKind = Literal[
-    "xid", "ecc", "row-remap", "nvlink", "fell-off-bus", "thermal", "power-brake"
-]
-FaultAction = Literal["none", "reset", "reboot", "replace"]
-ACTION_ORDER: tuple[FaultAction, ...] = ("none", "reset", "reboot", "replace")
-"""Least to most severe (as `voltpack.model.resources.gpunode.FAULT_ACTION_ORDER`)."""
+from voltpack.model.resources.gpunode import (
+    FAULT_ACTION_ORDER,
+    FaultAction,
+    FaultSignalKind,
+    most_severe,
+)
+
+ACTION_ORDER = FAULT_ACTION_ORDER
+"""Least to most severe: the GPUNode contract's order."""
 
 LATCHED_SIGNALS: frozenset[str] = frozenset({"xid", "nvlink"})
 """Event signals: latched until a reset or the hold time (see the module docstring)."""
@@ -68,7 +70,7 @@ class ActiveFault:
 
 def worst_action(faults: Iterable[ActiveFault | FaultSignal]) -> FaultAction:
     """The most severe action of `faults` ("none" when there are none)."""
-    return max((f.action for f in faults), key=ACTION_ORDER.index, default="none")
+    return most_severe(f.action for f in faults)
 
 
 class FaultTracker:

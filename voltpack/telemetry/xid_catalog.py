@@ -9,8 +9,9 @@ from typing import Any, cast, get_args
 
 import yaml
 
+from voltpack.model.resources.gpunode import FaultAction
 from voltpack.telemetry.device import TelemetryError
-from voltpack.telemetry.faults import FaultAction, FaultSignal
+from voltpack.telemetry.faults import FaultSignal
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import Field
@@ -34,14 +35,21 @@ FaultAction = Literal["none", "reset", "reboot", "replace"]
 """What a fault asks for (the XID catalog's recommended action): nothing, a GPU reset, a node
 reboot, or the GPU's replacement; ordered from least to most severe."""
 FAULT_ACTION_ORDER: tuple[FaultAction, ...] = ("none", "reset", "reboot", "replace")
+FaultSignalKind = Literal[
+    "xid", "ecc", "row-remap", "nvlink", "fell-off-bus", "thermal", "power-brake"
+]
+"""Where a fault was seen."""
+
+
+def most_severe(actions: Iterable[FaultAction]) -> FaultAction:
+    """The most severe of `actions` ("none" when there are none)."""
+    return max(actions, key=FAULT_ACTION_ORDER.index, default="none")
 
 
 class GpuFault(ResourceModel):
     """A fault signal seen on one GPU (XID, ECC, row remapping, NVLink, bus, throttling)."""
 
-    signal: Literal[
-        "xid", "ecc", "row-remap", "nvlink", "fell-off-bus", "thermal", "power-brake"
-    ] = Field(description="where the fault was seen")
+    signal: FaultSignalKind = Field(description="where the fault was seen")
     code: int | None = Field(default=None, description="e.g. the XID number")
     action: FaultAction = Field(description="what it calls for: none, reset, reboot, replace")
     message: str = Field(default="", description="what was seen, for people")
@@ -67,7 +75,7 @@ class GpuDevice(ResourceModel):
     @property
     def worst_action(self) -> FaultAction:
         """The most severe action any active fault calls for ("none" without faults)."""
-        return max((f.action for f in self.faults), key=FAULT_ACTION_ORDER.index, default="none")
+        return most_severe(f.action for f in self.faults)
 
 
 class Nic(ResourceModel):
