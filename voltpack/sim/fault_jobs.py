@@ -11,7 +11,6 @@ Poisson process whose rate offers `small_load` of the GPUs the large gangs leave
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +80,3 @@ def _small_job(
     workers = math.ceil(gpus / per_node)
     return FaultJob(name, arrival_s, workers, per_node, duration_s, workers)
 
-
-def large_job_names(jobs: Sequence[FaultJob]) -> list[str]:
-    return [job.name for job in jobs if job.large]
