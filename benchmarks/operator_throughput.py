@@ -23,7 +23,7 @@ from _common import save, start_emulator_with_nodes
 from kubernetes import client
 
 from voltpack.model.errors import PolicyError
-from voltpack.operator.connect import POOL_CONNECTIONS
+from voltpack.operator.connect import api_client
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import (
     PolicyFile,
@@ -75,9 +75,7 @@ def measure(node_count: int, pod_count: int, strategy: str, folder: Path) -> dic
     """Create the pods, start an operator, time until all are bound."""
     process, url = start_emulator(node_count, folder)
     try:
-        configuration = client.Configuration(host=url)
-        configuration.connection_pool_maxsize = POOL_CONNECTIONS  # as `voltpack operator`
-        api = client.ApiClient(configuration)
+        api = api_client(url)  # as `voltpack operator --server URL` connects
         core = client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": "voltpack-system"}})
         started = time.perf_counter()

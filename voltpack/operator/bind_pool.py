@@ -9,7 +9,7 @@ this 2-core machine took about 20 ms per binding (50 pods/s).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from kubernetes.client import CoreV1Api
@@ -31,18 +31,18 @@ class GangBinding:
 def bind_gangs(
     core: CoreV1Api,
     bindings: Sequence[GangBinding],
-    workers: int,
+    pool: Executor | None,
     still_leader: Callable[[], bool],
 ) -> list[dict[str, str] | None]:
     """Failures by pod for each gang, in order; None for a gang not tried because this
-    replica stopped leading first (its pods stay pending for the next leader)."""
+    replica stopped leading first (its pods stay pending for the next leader). `pool` binds
+    gangs concurrently; None: one after another."""
 
     def bind(binding: GangBinding) -> dict[str, str] | None:
         if not still_leader():
             return None
         return bind_gang(core, binding.placements, binding.uids, binding.annotations, binding.ranks)
 
-    if workers <= 1 or len(bindings) <= 1:
+    if pool is None or len(bindings) <= 1:
         return [bind(b) for b in bindings]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bind") as pool:
-        return list(pool.map(bind, bindings))
+    return list(pool.map(bind, bindings))

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -231,6 +232,7 @@ class Operator:
         self._last_unplaced: dict[str, str] = {}
         self.stats = OperatorStats()
         self.stragglers = StragglerWatch()
+        self._bind_pool: ThreadPoolExecutor | None = None
         self.figures = ClusterFigures()
         self.metrics: MetricsServer | None = None
         self._figures_due = 0.0
@@ -285,6 +287,9 @@ class Operator:
             if power is not None:
                 power.join(timeout=30)
             renewer.join(timeout=30)
+            if self._bind_pool is not None:
+                self._bind_pool.shutdown(wait=True)
+                self._bind_pool = None
             self.elector.release()
             if self.metrics is not None:
                 self.metrics.stop()
@@ -466,7 +471,7 @@ class Operator:
             and decision.ideal_step_s is not None
         }
         bindings = [self._gang_binding(gang, by_key, allocated, step_times) for gang in plan.gangs]
-        results = bind_gangs(self.core, bindings, self.config.bind_workers, self.elector.is_leader)
+        results = bind_gangs(self.core, bindings, self._binding_pool(), self.elector.is_leader)
         for binding, failures in zip(bindings, results, strict=True):
             if failures is None:
                 break  # lost the Lease while binding: the new leader decides again
@@ -503,6 +508,14 @@ class Operator:
             topology=self._scheduler.topology.topology if self._scheduler.topology else None,
         )
         return plan
+
+    def _binding_pool(self) -> ThreadPoolExecutor | None:
+        """The threads that bind gangs concurrently (kept across cycles; None: one at a time)."""
+        if self._bind_pool is None and self.config.bind_workers > 1:
+            self._bind_pool = ThreadPoolExecutor(
+                self.config.bind_workers, thread_name_prefix="bind"
+            )
+        return self._bind_pool
 
     def _report_stragglers(
         self,
