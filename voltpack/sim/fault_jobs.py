@@ -79,4 +79,3 @@ def _small_job(
         return FaultJob(name, arrival_s, 1, gpus, duration_s, 1)
     workers = math.ceil(gpus / per_node)
     return FaultJob(name, arrival_s, workers, per_node, duration_s, workers)
-
