@@ -293,6 +293,55 @@ def test_an_elastic_job_shrinks_on_faults_to_its_minimum_and_grows_back_when_the
         assert recovered()["reason"] == "GrowingBack"
 
 
+@pytest.mark.parametrize("cluster", [4], indirect=True)
+def test_one_node_fault_shrinks_an_elastic_job_from_8_to_6_and_it_grows_back(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    """8 workers of 4 GPUs on 4 nodes of 8: a fault calling for a reboot takes a whole node,
+    so two workers at once; the job (minWorkers 6) goes on with 6 and grows back to 8."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    manifest = gpu_job_manifest("wide", workers=8, gpus=4, minWorkers=6)
+    custom.create_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", manifest)
+    with operator_config_thread(cluster) as operator:
+        wait_for(lambda: len(bound(core, "wide")) == 8, timeout_s=30, what="8 workers bound")
+        first = {p.metadata.name: p for p in bound(core, "wide")}
+        node = first["wide-worker-3"].spec.node_name
+        on_node = sorted(n for n, p in first.items() if p.spec.node_name == node)
+        assert len(on_node) == 2  # 4 GPUs each: two workers per node
+        lost_ranks = {first[n].metadata.annotations["voltpack.io/rank"] for n in on_node}
+        xid_79 = {"signal": "xid", "code": 79, "action": "reboot", "message": "fell off the bus"}
+        write_gpus(custom, node, {min(gpus_of(first[on_node[0]])): [xid_79]})
+
+        def at_size(size: int) -> bool:
+            now = bound(core, "wide")
+            return len(now) == size and all(
+                p.metadata.annotations.get("voltpack.io/world-size") == str(size) for p in now
+            )
+
+        wait_for(lambda: at_size(6), timeout_s=30, what="shrunk to 6 with world size 6")
+        survivors = {p.metadata.name: p.metadata.uid for p in bound(core, "wide")}
+        assert set(survivors) == set(first) - set(on_node)
+        assert all(first[n].metadata.uid == uid for n, uid in survivors.items())  # in place
+        assert node not in {p.spec.node_name for p in bound(core, "wide")}
+        assert operator.recovery.shrinks == 1 and operator.recovery.restarts == 0
+        ranks = bound(core, "wide")[0].metadata.annotations["voltpack.io/world-ranks"]
+        assert not (lost_ranks & set(ranks.split(","))) and len(ranks.split(",")) == 6
+        shrink = next(e for e in job_events(core, "wide") if e.reason == "ShrunkInPlace")
+        assert "shrinking in place from 8 to 6 workers (minWorkers 6)" in shrink.message
+        missing = gpujob(custom, "wide")["status"]["recovery"]["missingWorkers"]
+        assert sorted(missing) == sorted(int(n.rsplit("-", 1)[1]) for n in on_node)
+
+        write_gpus(custom, node, {})  # the node rebooted and its agent reports it healthy
+        wait_for(lambda: at_size(8), timeout_s=30, what="grown back to 8")
+        back = {p.metadata.name: p for p in bound(core, "wide")}
+        assert sorted(int(p.metadata.annotations["voltpack.io/rank"]) for p in back.values()) == [
+            *range(8)
+        ]
+        assert {back[n].metadata.annotations["voltpack.io/rank"] for n in on_node} == lost_ranks
+        assert all(back[n].metadata.uid == uid for n, uid in survivors.items())
+        assert operator.recovery.grows == 1 and operator.recovery.restarts == 0
+
+
 PREEMPTING_POLICY = """\
 apiVersion: voltpack.io/v1alpha1
 kind: SchedulingPolicy

@@ -216,6 +216,21 @@ def test_the_budget_defers_a_second_restart_and_a_new_leader_keeps_it() -> None:
     assert successor.restarts == 1
 
 
+def test_a_new_recovery_policy_keeps_the_restarts_already_made() -> None:
+    core, clock = FakeCore(), Clock()
+    recovery = GangRecovery(core, RecoveryPolicy(max_restarts=3), clock)  # type: ignore[arg-type]
+    train = job("train", 2)
+    cycle(recovery, [train], running(train, "node-0"), [reset("node-0", 0)])
+    cycle(recovery, [train], [], [reset("node-0", 0)])
+    assert recovery.restarts == 1
+    recovery.set_policy(RecoveryPolicy(max_restarts=1, backoff_s=0))  # a policy file applied
+    clock.now += 10
+    again = running(train, "node-0", first_gpu=1)
+    cycle(recovery, [train], again, [reset("node-0", 0), reset("node-0", 1)])
+    assert recovery.restarts == 1  # the one restart made already uses the new budget of 1
+    assert core.events[-1][0] == "RestartDeferred"
+
+
 ACTIONS = st.sampled_from(["reset", "reset", "replace", "reboot"])
 
 

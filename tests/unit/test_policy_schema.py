@@ -17,6 +17,7 @@ from voltpack.policies.schema import (
     parse_policy,
     policy_for_strategy,
 )
+from voltpack.scheduler.fault_recovery import RecoveryPolicy, recovery_policy
 
 EXAMPLES = sorted((Path(voltpack.policies.__file__).parent / "examples").glob("*.yaml"))
 ORIGIN = "my-policy.yaml"
@@ -275,3 +276,26 @@ def test_bad_allocation_sections_name_the_field(allocation: str, message: str) -
 def test_unknown_allocation_policy_lists_the_allowed_ones() -> None:
     rest = policy_error(ALLOCATION_HEADER + "    policy: fastest\n")
     assert "max_min_fairness_perf" in rest and "shortest_remaining_perf" in rest
+
+
+def test_recovery_settings_come_from_the_policy_file() -> None:
+    text = VALID + "  recovery: {isolation: node, shrink: false, max_restarts: 5, backoff_s: 0}\n"
+    policy = recovery_policy(parse_policy(text, ORIGIN).spec.recovery)
+    assert policy == RecoveryPolicy(
+        isolation="node", shrink=False, max_restarts=5, budget_window_s=3600.0, backoff_s=0.0
+    )
+    assert recovery_policy(parse_policy(VALID).spec.recovery) == RecoveryPolicy()
+
+
+@pytest.mark.parametrize(
+    ("recovery", "field"),
+    [
+        ("{max_restarts: 0}", "spec.recovery.max_restarts"),
+        ("{isolation: rack}", "spec.recovery.isolation"),
+        ("{budget_window_s: -1}", "spec.recovery.budget_window_s"),
+        ("{restarts: 3}", "spec.recovery.restarts"),
+    ],
+)
+def test_bad_recovery_settings_name_the_field(recovery: str, field: str) -> None:
+    message = policy_error(VALID + f"  recovery: {recovery}\n")
+    assert f"field {field}" in message, message

@@ -133,6 +133,11 @@ class GangRecovery:
         self.shrinks = 0
         self.grows = 0
 
+    def set_policy(self, policy: RecoveryPolicy) -> None:
+        """Switch to `policy` (a policy file applied); the re-placements so far still count."""
+        self.policy = policy
+        self.budget.policy = policy
+
     def cycle(
         self,
         gpujobs: Iterable[dict[str, Any]],

@@ -70,7 +70,7 @@ from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
-from voltpack.scheduler.fault_recovery import RecoveryPolicy
+from voltpack.scheduler.fault_recovery import recovery_policy
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import snapshot_capacity
 from voltpack.store import BufferedStore, DecisionRecord, RetentionSettings
@@ -104,8 +104,6 @@ class OperatorConfig:
     """Record decisions and power in this database (voltpack.store); None: keep no history."""
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     """How long the history keeps each kind of record; applied hourly by the leader."""
-    recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)
-    """GPU faults: cordon granularity, shrink of elastic jobs, restart budget (gang_recovery)."""
 
 
 @dataclass
@@ -142,7 +140,7 @@ class Operator:
         custom = CustomObjectsApi(api_client)
         self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
-        self.recovery = GangRecovery(self.core, config.recovery)
+        self.recovery = GangRecovery(self.core, recovery_policy(config.policy.spec.recovery))
         self.jobs = ResourceCache("gpujobs", self.job_controller.list_function, self.setup)
         self.budgets = ResourceCache(
             "powerbudgets",
@@ -336,7 +334,7 @@ class Operator:
             log.info("history retention deleted %s", deleted)
 
     def _reload_policy(self) -> None:
-        """Switch to a policy applied through the admin API (scoring and queueing)."""
+        """Switch to a policy applied through the admin API (scoring to recovery settings)."""
         if self.policy_watcher is None:
             return
         policy = self.policy_watcher.poll()
@@ -357,6 +355,7 @@ class Operator:
             return
         self.policy = policy
         self._strategy, self._ordering = strategy, ordering
+        self.recovery.set_policy(recovery_policy(policy.spec.recovery))
         self.hetero = hetero
         self._preemption = PreemptionRules(
             queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
@@ -385,7 +384,7 @@ class Operator:
             self._gpunode_layouts,
         )
         faults = gpu_faults(self.gpunodes.items())
-        snapshot = build_snapshot(nodes, pods, topo.layouts, faults, self.config.recovery)
+        snapshot = build_snapshot(nodes, pods, topo.layouts, faults, self.recovery.policy)
         if self.power_loop is not None:
             snapshot.power = self.power_loop.headroom(snapshot)
         if snapshot.node_names != self._node_names or self._scheduler is None:
@@ -440,7 +439,7 @@ class Operator:
             carry_out_move(self.core, planned.move, planned.workers)
             self.stats.moved_jobs += 1
         isolation = isolation_of(
-            faults, {n: i for i, n in enumerate(snapshot.node_names)}, self.config.recovery
+            faults, {n: i for i, n in enumerate(snapshot.node_names)}, self.recovery.policy
         )
         worker_plans = self.recovery.cycle(gpujobs, pods, faults, isolation, snapshot)
         self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced, worker_plans)

@@ -189,6 +189,29 @@ class TopologyPolicySpec(_Strict):
     )
 
 
+class RecoverySpec(_Strict):
+    """How GPU faults are isolated and the gangs they hit recovered (docs/elastic-training.md)."""
+
+    isolation: Literal["gpu", "node"] = Field(
+        default="gpu",
+        description="what a GPU fault cordons: that GPU, or its whole node; faults that call for "
+        "a reboot or a host fault always cordon the node",
+    )
+    shrink: bool = Field(
+        default=True,
+        description="elastic GPUJobs (minWorkers < workers) shrink in place instead of restarting",
+    )
+    max_restarts: int = Field(
+        default=3, ge=1, description="re-placements of one gang allowed within budget_window_s"
+    )
+    budget_window_s: float = Field(default=3600.0, gt=0)
+    backoff_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="wait before a gang's second re-placement in a window; doubles for each more",
+    )
+
+
 class PolicySpec(_Strict):
     """What the policy asks the scheduler and the power manager to do."""
 
@@ -197,6 +220,7 @@ class PolicySpec(_Strict):
     queueing: QueueingSpec = Field(default_factory=QueueingSpec)
     allocation: AllocationSpec = Field(default_factory=AllocationSpec)
     topology: TopologyPolicySpec = Field(default_factory=TopologyPolicySpec)
+    recovery: RecoverySpec = Field(default_factory=RecoverySpec)
 
 
 class PolicyFile(_Strict):

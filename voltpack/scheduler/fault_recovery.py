@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from voltpack.policies.schema import RecoverySpec
+
 
 class FaultScope(StrEnum):
     """What a fault takes out: one GPU, its whole node, or nothing (a software fault)."""
@@ -58,6 +60,17 @@ class RecoveryPolicy:
             raise ValueError(f"max_restarts must be >= 1, got {self.max_restarts}")
         if self.budget_window_s <= 0 or self.backoff_s < 0:
             raise ValueError("budget_window_s must be > 0 and backoff_s >= 0")
+
+
+def recovery_policy(spec: RecoverySpec) -> RecoveryPolicy:
+    """The recovery settings of a policy file's `spec.recovery`."""
+    return RecoveryPolicy(
+        isolation=spec.isolation,
+        shrink=spec.shrink,
+        max_restarts=spec.max_restarts,
+        budget_window_s=spec.budget_window_s,
+        backoff_s=spec.backoff_s,
+    )
 
 
 RESTART_ALL = RecoveryPolicy(isolation="node", shrink=False)
