@@ -54,6 +54,17 @@ def test_a_slow_rank_gets_one_notice_naming_node_and_gpu() -> None:
     assert watch.detectors["llm"].last_step == 59
 
 
+def test_a_notice_shows_the_ranks_power_draw_beside_the_gang_median() -> None:
+    rng = np.random.default_rng(1)
+
+    def draw_w(report: RankReport) -> float:
+        return 420.0 if report.rank == 17 else 700.0
+
+    notices = StragglerWatch().update(gang_pods(rng, 0, 30, {17: 1.11}), power_draw_w=draw_w)
+    assert [n.pod for n in notices] == ["ml/llm-worker-17"]
+    assert "power_w 420 vs gang median 700 (-40%)" in notices[0].message
+
+
 def test_a_capped_rank_is_not_reported_when_its_cap_explains_it() -> None:
     rng = np.random.default_rng(2)
 

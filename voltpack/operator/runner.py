@@ -55,7 +55,7 @@ from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.setup_problems import served_voltpack_plurals, setup_log_for
 from voltpack.operator.step_reports import RankReport
-from voltpack.operator.straggler_caps import CapSlowdowns
+from voltpack.operator.straggler_caps import CapSlowdowns, GpuPowerDraws
 from voltpack.operator.straggler_watch import StragglerWatch
 from voltpack.operator.topology_view import (
     GpuNodeLayouts,
@@ -523,7 +523,8 @@ class Operator:
         snapshot: ClusterSnapshot,
     ) -> None:
         """Feed the gangs' step-time reports to their detectors; a Warning Event on each rank
-        newly flagged (deliberate caps from the GPUNode specs discounted) or report refused."""
+        newly flagged (deliberate caps from the GPUNode specs discounted, the GPUs' published
+        power draw as evidence) or report refused."""
         caps: CapSlowdowns | None = None
 
         def expected(report: RankReport) -> float:
@@ -537,7 +538,15 @@ class Operator:
                 caps = CapSlowdowns(self.gpunodes.items(), models)
             return caps.expected(report)
 
-        for notice in self.stragglers.update(pods, expected):
+        draws: GpuPowerDraws | None = None
+
+        def power_draw_w(report: RankReport) -> float:
+            nonlocal draws
+            if draws is None:
+                draws = GpuPowerDraws(self.gpunodes.items())
+            return draws.of(report)
+
+        for notice in self.stragglers.update(pods, expected, power_draw_w):
             pod = by_key.get(notice.pod)
             if pod is not None:
                 record_event(self.core, pod, notice.reason, notice.message)

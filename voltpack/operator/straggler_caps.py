@@ -3,12 +3,18 @@
 The power loop writes each capped GPU's limit into its node's `GPUNode` spec; a rank on such a
 GPU is expected to be slower by the power model's `cap_slowdown`, and the straggler detector
 discounts that much. A rank on several GPUs takes its slowest one (a collective waits for it).
+
+The agent writes each GPU's power draw into the `GPUNode` status; `GpuPowerDraws` gives a rank's
+draw, the evidence a Straggler Event shows beside the gang's median (a GPU drawing far less than
+its peers at the same step is throttled or starved).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.step_reports import RankReport
@@ -57,3 +63,27 @@ class CapSlowdowns:
         if not limits or model is None:
             return 1.0
         return max(1.0, float(cap_slowdown(model, min(limits))))
+
+
+class GpuPowerDraws:
+    """`of(report)`: the mean power draw (W) of a rank's GPUs as the agents last published it."""
+
+    def __init__(self, gpunodes: Iterable[Mapping[str, Any]]) -> None:
+        self._draw_w: dict[tuple[str, int], float] = {}
+        for gpunode in gpunodes:
+            name = str((gpunode.get("metadata") or {}).get("name") or "")
+            for gpu in (gpunode.get("status") or {}).get("gpus") or []:
+                draw = gpu.get("powerDrawW")
+                if isinstance(draw, int | float) and draw >= 0:
+                    self._draw_w[(name, int(gpu.get("index", -1)))] = float(draw)
+
+    def of(self, report: RankReport) -> float:
+        """NaN when the rank's node or GPUs are unknown or publish no draw."""
+        if report.node is None:
+            return float("nan")
+        draws = [
+            self._draw_w[(report.node, gpu)]
+            for gpu in report.gpu_indices
+            if (report.node, gpu) in self._draw_w
+        ]
+        return float(np.mean(draws)) if draws else float("nan")

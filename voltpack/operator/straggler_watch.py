@@ -17,10 +17,17 @@ import numpy as np
 
 from voltpack.operator.conventions import POD_GROUP_ANNOTATION
 from voltpack.operator.step_reports import STEP_TIMES_ANNOTATION, RankReport, gang_step_reports
-from voltpack.policies.stragglers import StragglerDetector, StragglerParams, align_samples
+from voltpack.policies.stragglers import (
+    GpuSignals,
+    StragglerDetector,
+    StragglerParams,
+    align_samples,
+)
 
 ExpectedSlowdown = Callable[[RankReport], float]
 """The step-time multiplier a deliberate cap explains for a rank's GPU (1.0 when uncapped)."""
+PowerDraw = Callable[[RankReport], float]
+"""A rank's GPU power draw in W as last published (NaN when unknown): evidence, not decision."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,10 @@ def _no_cap(_: RankReport) -> float:
     return 1.0
 
 
+def _unknown_draw(_: RankReport) -> float:
+    return float("nan")
+
+
 @dataclass
 class StragglerWatch:
     """Detectors of the gangs whose workers report step times."""
@@ -54,8 +65,10 @@ class StragglerWatch:
         self,
         pods: Iterable[Mapping[str, Any]],
         expected_slowdown: ExpectedSlowdown = _no_cap,
+        power_draw_w: PowerDraw = _unknown_draw,
     ) -> list[StragglerNotice]:
-        """Feed every gang's new steps; notices for new flags and newly refused reports."""
+        """Feed every gang's new steps; notices for new flags and newly refused reports.
+        A flag's message shows the rank's GPU power draw beside the gang's median."""
         members: dict[str, list[Mapping[str, Any]]] = {}
         reporting: set[str] = set()
         for pod in pods:  # one pass: the operator calls this every cycle over every pod
@@ -67,13 +80,17 @@ class StragglerWatch:
                 reporting.add(gang)
         notices: list[StragglerNotice] = []
         for gang in sorted(reporting):  # a gang without any report has nothing to feed
-            notices.extend(self._update_gang(gang, members[gang], expected_slowdown))
+            notices.extend(self._update_gang(gang, members[gang], expected_slowdown, power_draw_w))
         for gone in set(self.detectors) - set(members):
             del self.detectors[gone]
         return notices
 
     def _update_gang(
-        self, gang: str, pods: list[Mapping[str, Any]], expected_slowdown: ExpectedSlowdown
+        self,
+        gang: str,
+        pods: list[Mapping[str, Any]],
+        expected_slowdown: ExpectedSlowdown,
+        power_draw_w: PowerDraw,
     ) -> list[StragglerNotice]:
         """`pods`: the gang's members."""
         reports = gang_step_reports(pods, gang)
@@ -95,10 +112,13 @@ class StragglerWatch:
         last = -1 if detector.last_step is None else detector.last_step
         steps, matrix = align_samples(reports.samples(), ranks, last)
         expected = np.ones(ranks)
+        draw_w = np.full(ranks, np.nan)  # the latest reading: the same evidence for each step
         for rank, report in reports.ranks.items():
             expected[rank] = max(1.0, expected_slowdown(report))
+            draw_w[rank] = power_draw_w(report)
+        signals = GpuSignals(power_w=draw_w) if np.isfinite(draw_w).any() else None
         for step, row in zip(steps, matrix, strict=True):
-            result = detector.observe(step, row, expected_slowdown=expected)
+            result = detector.observe(step, row, expected_slowdown=expected, signals=signals)
             flags = {flag.rank: flag for flag in result.flagged}
             for rank in result.newly_flagged:
                 report = reports.ranks[rank]
