@@ -26,7 +26,8 @@ class Pod(BaseModel):
     below 1000 with `num_gpu == 1` is a share of one GPU (GPU sharing), 1000 means whole GPUs.
     `gpu_models` lists the GPU models the pod accepts; empty accepts any. `rdma_percent` is a
     share (0..100) of the bandwidth of ONE RDMA NIC (InfiniBand or RoCE) on the pod's node, as
-    `voltpack.io/rdma-percent` asks; 0 asks for no NIC.
+    `voltpack.io/rdma-percent` asks; 0 asks for no NIC. `nodes`, when set, are the only nodes
+    the pod may run on (e.g. those where its ResourceClaims' devices can be allocated).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,6 +43,7 @@ class Pod(BaseModel):
     priority: int = 0
     creation_time_s: float = 0.0
     deletion_time_s: float | None = None
+    nodes: frozenset[str] | None = None
 
     @model_validator(mode="wrap")
     @classmethod

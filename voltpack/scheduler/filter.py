@@ -10,7 +10,7 @@ import numpy as np
 from voltpack.model.snapshot import BoolArray, ClusterSnapshot
 from voltpack.model.workload import Pod
 
-FILTER_NAMES = ("gpu-model", "cpu", "memory", "gpu", "nic", "power")
+FILTER_NAMES = ("gpu-model", "devices", "cpu", "memory", "gpu", "nic", "power")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,17 @@ def gpu_model_mask(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
     return model_ok[snapshot.node_gpu_model]
 
 
+def allowed_nodes_mask(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
+    """Nodes the pod may run on (`pod.nodes`; every node when it names none)."""
+    if pod.nodes is None:
+        return np.ones(snapshot.node_count, dtype=np.bool_)
+    return np.fromiter(
+        (name in pod.nodes for name in snapshot.node_names),
+        dtype=np.bool_,
+        count=snapshot.node_count,
+    )
+
+
 def gpus_fitting(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
     """Per node and GPU slot: the GPU has at least the pod's per-GPU share free."""
     return snapshot.gpu_present & (snapshot.gpu_free_milli >= pod.gpu_milli)
@@ -52,6 +63,10 @@ def filter_nodes(snapshot: ClusterSnapshot, pod: Pod) -> FilterResult:
     """Apply every filter to every node at once."""
     checks: list[tuple[str, BoolArray]] = [
         ("gpu-model", gpu_model_mask(snapshot, pod)),
+    ]
+    if pod.nodes is not None:
+        checks.append(("devices", allowed_nodes_mask(snapshot, pod)))
+    checks += [
         ("cpu", snapshot.cpu_free_milli >= pod.cpu_milli),
         ("memory", snapshot.memory_free_mib >= pod.memory_mib),
     ]
@@ -89,6 +104,7 @@ def describe_request(pod: Pod) -> str:
 
 _REJECTION_WORDS = {
     "gpu-model": "have another GPU model",
+    "devices": "cannot allocate its ResourceClaims' devices",
     "cpu": "lack CPU",
     "memory": "lack memory",
     "gpu": "lack free GPUs",
