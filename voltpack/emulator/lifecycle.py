@@ -6,6 +6,10 @@ IPs, containerStatuses) after `pod_start_delay_s`; with the annotation
 (`Failed` when `voltpack.io/exit-code` is non-zero). A bound, unfinished pod that is deleted
 gets a deletionTimestamp first and disappears `pod_stop_delay_s` later, as with a kubelet.
 All delays are simulated seconds; wall-clock seconds = simulated seconds x `time_factor`.
+
+A pod with `spec.resourceClaims` starts only once each claim exists, is allocated and is
+reserved for the pod (`dra_kubelet.unprepared_claim`); until then it stays Pending, and one
+Warning Event `FailedPrepareDynamicResources` from the kubelet says why.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ import hashlib
 import logging
 from collections.abc import Callable
 
+from voltpack.emulator.dra_kubelet import FAILED_PREPARE_REASON, unprepared_claim
+from voltpack.emulator.errors import ApiError
 from voltpack.emulator.objects import JsonObj, is_deleting, name_of, namespace_of, timestamp
 from voltpack.emulator.operations import Operations
-from voltpack.emulator.resources import NODES, PODS
+from voltpack.emulator.resources import EVENTS, NODES, PODS, RESOURCECLAIMS
 from voltpack.emulator.store import DELETED, Event
 
 DURATION_ANNOTATION = "voltpack.io/duration-seconds"
@@ -68,6 +74,8 @@ class PodLifecycle:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._next_ip = 0
+        self._warned: set[tuple[str, str]] = set()
+        """(pod uid, message) of the FailedPrepareDynamicResources Events recorded."""
         ops.store.subscribe(self._on_event)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -106,6 +114,11 @@ class PodLifecycle:
             node = name_of(event.obj)
             for pod in self._ops.store.objects(PODS.key):
                 if (pod.get("spec") or {}).get("nodeName") == node:
+                    self._consider(pod)
+        elif event.key == RESOURCECLAIMS.key:
+            for pod in self._ops.store.objects(PODS.key, namespace_of(event.obj)):
+                spec = pod.get("spec") or {}
+                if spec.get("resourceClaims") and spec.get("nodeName"):
                     self._consider(pod)
 
     def _schedule(
@@ -146,6 +159,8 @@ class PodLifecycle:
         if phase == "Pending":
             if self._ops.store.get(NODES.key, "", node) is None:
                 return
+            if (spec.get("resourceClaims")) and self._claims_unprepared(pod):
+                return
             self._schedule(
                 pod, "start", self._start_delay_s, lambda: self._run(namespace, name, uid)
             )
@@ -153,6 +168,45 @@ class PodLifecycle:
             duration = pod_duration_s(pod)
             if duration is not None:
                 self._schedule(pod, "finish", duration, lambda: self._finish(namespace, name, uid))
+
+    def _claims_unprepared(self, pod: JsonObj) -> bool:
+        """Whether the pod's claims keep it from starting; records the kubelet's Event once."""
+        why = unprepared_claim(self._ops.store, pod)
+        if why is None:
+            return False
+        uid = str((pod.get("metadata") or {}).get("uid"))
+        if (uid, why) not in self._warned and self._loop is not None:
+            self._warned.add((uid, why))
+            self._loop.call_soon(self._record_failed_prepare, pod, why)
+        return True
+
+    def _record_failed_prepare(self, pod: JsonObj, why: str) -> None:
+        now = timestamp(self._ops.clock())
+        metadata = pod.get("metadata") or {}
+        event = {
+            "metadata": {"generateName": f"{name_of(pod)}."},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": namespace_of(pod),
+                "name": name_of(pod),
+                "uid": metadata.get("uid"),
+                "apiVersion": "v1",
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "reason": FAILED_PREPARE_REASON,
+            "message": f"Failed to prepare dynamic resources: {why}",
+            "source": {"component": "kubelet", "host": (pod.get("spec") or {}).get("nodeName")},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "type": "Warning",
+            "reportingComponent": "kubelet",
+            "reportingInstance": (pod.get("spec") or {}).get("nodeName") or "",
+        }
+        try:
+            self._ops.create(EVENTS, namespace_of(pod), event)
+        except ApiError as error:  # e.g. the namespace is being deleted
+            log.warning("pod %s: cannot record %s: %s", name_of(pod), FAILED_PREPARE_REASON, error)
 
     # --- transitions -----------------------------------------------------------------------
 
@@ -174,6 +228,8 @@ class PodLifecycle:
                 return
             node = self._ops.store.get(NODES.key, "", str(spec.get("nodeName")))
             if node is None:
+                return
+            if spec.get("resourceClaims") and unprepared_claim(self._ops.store, pod) is not None:
                 return
             host_ip = next(
                 (

@@ -34,8 +34,12 @@ def node_ip(name: str) -> str:
     return f"10.{digest[0]}.{digest[1]}.{max(digest[2], 1)}"
 
 
-def node_object(node: Node, now: datetime) -> JsonObj:
-    """The v1 Node for a model node: capacity with `nvidia.com/gpu`, GPU-model labels, Ready."""
+def node_object(node: Node, now: datetime, *, device_plugin: bool = True) -> JsonObj:
+    """The v1 Node for a model node: capacity with `nvidia.com/gpu`, GPU-model labels, Ready.
+
+    With `device_plugin=False` (DRA: the GPU DRA driver replaces the device plugin) the node
+    advertises no `nvidia.com/gpu`; its GPUs are published as ResourceSlices instead.
+    """
     capacity = {
         "cpu": cpu_quantity(node.cpu_milli),
         "memory": f"{node.memory_mib}Mi",
@@ -49,7 +53,8 @@ def node_object(node: Node, now: datetime) -> JsonObj:
         "type": "voltpack-emulated",
     }
     if node.gpu_count:
-        capacity[GPU_RESOURCE] = str(node.gpu_count)
+        if device_plugin:
+            capacity[GPU_RESOURCE] = str(node.gpu_count)
         labels[GPU_COUNT_LABEL] = str(node.gpu_count)
         if node.gpu_model:
             labels[GPU_MODEL_LABEL] = label_value(node.gpu_model)

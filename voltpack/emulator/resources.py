@@ -199,6 +199,45 @@ CLUSTERROLEBINDINGS = ResourceType(
 )
 
 
+RESOURCE_GROUP = "resource.k8s.io"
+DEVICECLASSES = ResourceType(
+    RESOURCE_GROUP,
+    "v1",
+    "DeviceClass",
+    "deviceclasses",
+    "deviceclass",
+    namespaced=False,
+    tracks_generation=True,
+)
+RESOURCESLICES = ResourceType(
+    RESOURCE_GROUP,
+    "v1",
+    "ResourceSlice",
+    "resourceslices",
+    "resourceslice",
+    namespaced=False,
+    field_selectors=("spec.nodeName", "spec.driver"),
+    tracks_generation=True,
+)
+RESOURCECLAIMS = ResourceType(
+    RESOURCE_GROUP,
+    "v1",
+    "ResourceClaim",
+    "resourceclaims",
+    "resourceclaim",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+)
+RESOURCECLAIMTEMPLATES = ResourceType(
+    RESOURCE_GROUP,
+    "v1",
+    "ResourceClaimTemplate",
+    "resourceclaimtemplates",
+    "resourceclaimtemplate",
+    namespaced=True,
+)
+
+
 def _review(group: str, kind: str, *, namespaced: bool = False) -> ResourceType:
     plural = kind.lower() + "s"
     return ResourceType(
@@ -241,6 +280,10 @@ BUILTINS: tuple[ResourceType, ...] = (
     CLUSTERROLES,
     ROLEBINDINGS,
     CLUSTERROLEBINDINGS,
+    DEVICECLASSES,
+    RESOURCECLAIMS,
+    RESOURCECLAIMTEMPLATES,
+    RESOURCESLICES,
     TOKENREVIEWS,
     SELFSUBJECTREVIEWS,
     SUBJECTACCESSREVIEWS,

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from voltpack.emulator.auth import Authenticator, load_token_file
 from voltpack.emulator.discovery import KUBERNETES_VERSION
+from voltpack.emulator.dra_controller import ResourceClaimController
+from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
 from voltpack.emulator.errors import ApiError, EmulatorError
 from voltpack.emulator.faults import Faults
 from voltpack.emulator.lifecycle import PodLifecycle
@@ -20,7 +22,9 @@ from voltpack.emulator.rbac import RbacPolicy
 from voltpack.emulator.resources import (
     CLUSTERROLEBINDINGS,
     CLUSTERROLES,
+    DEVICECLASSES,
     NODES,
+    RESOURCESLICES,
     ROLEBINDINGS,
     ROLES,
     SERVICEACCOUNTS,
@@ -39,6 +43,12 @@ class EmulatorConfig:
     from a resourceVersion older than the history gets `410 Expired`. `token_file` is a
     static token file in kube-apiserver's `--token-auth-file` format (`token,user,uid,
     "group1,group2"`), whose tokens TokenReview accepts.
+
+    `dra` turns on Dynamic Resource Allocation drivers on the simulated nodes: each GPU node
+    publishes ResourceSlices as NVIDIA's GPU DRA driver (`gpu.nvidia.com`) and DRANet
+    (`dra.net`) would, from its `Node.layout` (or `dra_slices.default_host_layout`), advertises
+    no `nvidia.com/gpu`, and the drivers' DeviceClasses exist. Off by default; the
+    `resource.k8s.io/v1` API itself is always served.
     """
 
     history_size: int = 10_000
@@ -51,6 +61,7 @@ class EmulatorConfig:
     kubernetes_version: str = KUBERNETES_VERSION
     seed: int | None = None
     token_file: Path | None = None
+    dra: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -100,15 +111,40 @@ class EmulatorState:
                 start_delay_s=self.config.pod_start_delay_s,
                 stop_delay_s=self.config.pod_stop_delay_s,
             )
+        self.claim_controller = ResourceClaimController(self.ops)
         for namespace in SYSTEM_NAMESPACES:
             self.ops.ensure_namespace(namespace)
+        if self.config.dra:
+            for device_class in driver_device_classes():
+                self.ops.create(DEVICECLASSES, None, device_class)
         for node in nodes:
             self.add_node(node)
 
     def add_node(self, node: Node) -> JsonObj:
-        """Register a simulated node (Ready, with `nvidia.com/gpu` capacity and model labels)."""
+        """Register a simulated node (Ready, with `nvidia.com/gpu` capacity and model labels).
+
+        With `config.dra`, the node's GPUs and NICs are published as ResourceSlices (owned by
+        the Node, so deleting the node deletes them) instead of `nvidia.com/gpu` capacity.
+        """
+        dra = self.config.dra
         try:
-            return self.ops.create(NODES, None, node_object(node, self.clock())).obj
+            created = self.ops.create(
+                NODES, None, node_object(node, self.clock(), device_plugin=not dra)
+            ).obj
+            if dra and node.gpu_count:
+                owner = {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": node.name,
+                    "uid": created["metadata"]["uid"],
+                    "controller": True,
+                }
+                for resource_slice in node_resource_slices(
+                    node.name, node.gpu_model, node.layout, node.gpu_count
+                ):
+                    resource_slice["metadata"]["ownerReferences"] = [owner]
+                    self.ops.create(RESOURCESLICES, None, resource_slice)
+            return created
         except ApiError as error:
             raise EmulatorError(f"cannot add node {node.name!r}: {error.message}") from None
 
@@ -129,8 +165,10 @@ class EmulatorState:
         """Called when the server starts serving on `loop`."""
         if self.lifecycle is not None:
             self.lifecycle.start(loop)
+        self.claim_controller.start(loop)
 
     def stop(self) -> None:
+        self.claim_controller.stop()
         if self.lifecycle is not None:
             self.lifecycle.stop()
         self.drop_watches()

@@ -12,6 +12,7 @@ import copy
 from datetime import datetime
 from typing import Any
 
+from voltpack.emulator import dra_validation as dra
 from voltpack.emulator.errors import Cause
 from voltpack.emulator.kind_validation import validate_core_event, validate_lease
 from voltpack.emulator.objects import JsonObj, timestamp
@@ -30,6 +31,15 @@ _RBAC_BINDINGS = (
     "rolebindings.rbac.authorization.k8s.io",
     "clusterrolebindings.rbac.authorization.k8s.io",
 )
+_CLAIMS = "resourceclaims.resource.k8s.io"
+_CLAIM_TEMPLATES = "resourceclaimtemplates.resource.k8s.io"
+_SLICES = "resourceslices.resource.k8s.io"
+_DRA_VALIDATORS = {
+    _CLAIMS: dra.validate_resource_claim,
+    _CLAIM_TEMPLATES: dra.validate_resource_claim_template,
+    _SLICES: dra.validate_resource_slice,
+    "deviceclasses.resource.k8s.io": dra.validate_device_class,
+}
 
 DEFAULT_TOLERATIONS = (
     {
@@ -234,6 +244,13 @@ def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
         fold_string_data(obj)
     elif rtype.key in _RBAC_BINDINGS:
         default_rbac_binding(obj)
+    elif rtype.key == _CLAIMS:
+        obj.pop("status", None)  # a claim is created unallocated, whatever the body says
+        dra.default_claim_spec(obj.get("spec"))
+    elif rtype.key == _CLAIM_TEMPLATES:
+        dra.default_claim_spec((obj.get("spec") or {}).get("spec"))
+    elif rtype.key == _SLICES:
+        dra.default_resource_slice(obj)
 
 
 def prepare_status_update(rtype: ResourceType, new: JsonObj, sent: JsonObj, old: JsonObj) -> None:
@@ -266,11 +283,20 @@ def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetim
         new["status"] = crd_status(new, now, old.get("status"))
     elif rtype.key in _RBAC_BINDINGS:
         default_rbac_binding(new)
+    elif rtype.key == _CLAIMS:
+        dra.default_claim_spec(new.get("spec"))
+    elif rtype.key == _CLAIM_TEMPLATES:
+        dra.default_claim_spec((new.get("spec") or {}).get("spec"))
+    elif rtype.key == _SLICES:
+        dra.default_resource_slice(new)
 
 
 def validate(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
     if rtype.key == "pods":
-        return validate_pod(obj)
+        spec = obj.get("spec")
+        return validate_pod(obj) + (dra.pod_claim_problems(spec) if isinstance(spec, dict) else [])
+    if rtype.key in _DRA_VALIDATORS:
+        return _DRA_VALIDATORS[rtype.key](obj)
     if rtype.key == "configmaps":
         return validate_configmap(obj)
     if rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
@@ -303,6 +329,12 @@ def _munged_pod_spec(spec: JsonObj, old: JsonObj) -> JsonObj:
 
 
 def validate_update(rtype: ResourceType, new: JsonObj, old: JsonObj) -> list[Cause]:
+    if rtype.key == _CLAIMS:
+        return dra.validate_resource_claim_update(new, old)
+    if rtype.key == _CLAIM_TEMPLATES:
+        return dra.validate_resource_claim_template_update(new, old)
+    if rtype.key == _SLICES:
+        return dra.validate_resource_slice_update(new, old)
     causes = validate(rtype, new)
     if rtype.key == "pods":
         new_spec = new.get("spec") or {}
