@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kubernetes.client import CoreV1Api
 
 from voltpack.model.decision import Placement
 from voltpack.operator.binder import bind_gang
+from voltpack.operator.conventions import PLACEMENT_REASON_ANNOTATION
+from voltpack.operator.dra_writer import ClaimWrite
+
+ClaimsWriter = Callable[[Sequence[ClaimWrite]], str]
+"""Writes a gang's ResourceClaims all or none: '' on success, else why."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,22 @@ class GangBinding:
     uids: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
+    claims: tuple[ClaimWrite, ...] = ()
+    """ResourceClaims to allocate and reserve before any pod of the gang is bound."""
+
+
+def with_claims(
+    binding: GangBinding, claims: tuple[ClaimWrite, ...], devices: dict[str, str]
+) -> GangBinding:
+    """`binding` with its claim writes, and the devices (in words) added to its reason."""
+    if not claims and not devices:
+        return binding
+    annotations = dict(binding.annotations)
+    words = "; ".join(f"{pod.split('/', 1)[-1]}: {text}" for pod, text in devices.items() if text)
+    if words:
+        reason = annotations.get(PLACEMENT_REASON_ANNOTATION)
+        annotations[PLACEMENT_REASON_ANNOTATION] = f"{reason}; {words}" if reason else words
+    return replace(binding, annotations=annotations, claims=claims)
 
 
 def bind_gangs(
@@ -33,14 +54,20 @@ def bind_gangs(
     bindings: Sequence[GangBinding],
     pool: Executor | None,
     still_leader: Callable[[], bool],
+    write_claims: ClaimsWriter | None = None,
 ) -> list[dict[str, str] | None]:
     """Failures by pod for each gang, in order; None for a gang not tried because this
     replica stopped leading first (its pods stay pending for the next leader). `pool` binds
-    gangs concurrently; None: one after another."""
+    gangs concurrently; None: one after another. A gang's claims are written first; when they
+    cannot be, no pod of it is bound."""
 
     def bind(binding: GangBinding) -> dict[str, str] | None:
         if not still_leader():
             return None
+        if binding.claims and write_claims is not None:
+            problem = write_claims(binding.claims)
+            if problem:
+                return {placement.pod: problem for placement in binding.placements}
         return bind_gang(core, binding.placements, binding.uids, binding.annotations, binding.ranks)
 
     if pool is None or len(bindings) <= 1:

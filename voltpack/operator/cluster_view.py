@@ -4,7 +4,7 @@ pending work, grouped into gangs."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,8 +115,16 @@ def _nics_of(
     return request, (() if choice.nic is None else (choice.nic,))
 
 
-def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
+RequestAdjuster = Callable[[dict[str, Any], Pod], Pod]
+"""The request of a pod that asks for devices through ResourceClaims (`dra_cycle`); raises
+InvalidRequestError to hold the pod with the reason."""
+
+
+def pending_work(
+    pods: Iterable[dict[str, Any]], claims_request: RequestAdjuster | None = None
+) -> PendingWork:
     """Unbound pods for voltpack, grouped by `voltpack.io/pod-group` (a pod alone otherwise).
+    A pod with ResourceClaims gets its request from `claims_request` (held without one).
 
     A group's topology request comes from its members' annotations: voltpack's
     (`voltpack.io/topology-required`, ...) or else Kueue's or KAI's (the first member's that has
@@ -150,6 +158,13 @@ def pending_work(pods: Iterable[dict[str, Any]]) -> PendingWork:
         annotations = meta.get("annotations") or {}
         try:
             request = pod_from_k8s(pod)
+            if spec.get("resourceClaims"):
+                if claims_request is None:
+                    raise InvalidRequestError(
+                        f"pod {key}: asks for devices through ResourceClaims, and the cluster "
+                        "serves no resource.k8s.io/v1 devices"
+                    )
+                request = claims_request(pod, request)
         except InvalidRequestError as exc:
             work.held[key] = str(exc)
             continue

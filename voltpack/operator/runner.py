@@ -24,7 +24,7 @@ from voltpack.model.decision import Placement
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
-from voltpack.operator.bind_pool import GangBinding, bind_gangs
+from voltpack.operator.bind_pool import GangBinding, bind_gangs, with_claims
 from voltpack.operator.binder import binding_annotations, record_event
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_view import build_snapshot, pending_work
@@ -35,6 +35,7 @@ from voltpack.operator.conventions import (
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
+from voltpack.operator.dra_support import DraSupport
 from voltpack.operator.gang_recovery import GangRecovery, join_ranks
 from voltpack.operator.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
@@ -167,6 +168,7 @@ class Operator:
         self.inference_services = ResourceCache(
             "inferenceservices", self.inference.list_function, self.setup
         )
+        self.dra = DraSupport(api_client, self.setup)
         self.topology_writer = TopologyStatusWriter(custom)
         self.topologies = ResourceCache(
             "topologies", self.topology_writer.list_function, self.setup
@@ -249,6 +251,7 @@ class Operator:
         self.topologies.start(stop)
         self.gpunodes.start(stop)
         self.inference_services.start(stop)
+        self.dra.start(stop)
         power_stop = threading.Event()  # set before the Lease is given up
         power: threading.Thread | None = None
         if self.power_loop is not None:
@@ -373,7 +376,8 @@ class Operator:
     def run_cycle(self) -> CyclePlan:
         """One cycle: snapshot the caches, decide, and (as leader) bind and report."""
         started = time.perf_counter()
-        nodes = self.nodes.items()
+        dra = self.dra.cycle()
+        nodes = dra.node_views(self.nodes.items()) if dra.active else self.nodes.items()
         pods = self.pods.items()
         topology_objects = self.topologies.items()
         topo = topology_cycle(
@@ -384,7 +388,9 @@ class Operator:
             self._gpunode_layouts,
         )
         faults = gpu_faults(self.gpunodes.items())
-        snapshot = build_snapshot(nodes, pods, topo.layouts, faults, self.recovery.policy)
+        layouts = {**topo.layouts, **dra.layouts()}  # the devices claims will name
+        snapshot = build_snapshot(nodes, pods, layouts, faults, self.recovery.policy)
+        dra.account(snapshot)
         if self.power_loop is not None:
             snapshot.power = self.power_loop.headroom(snapshot)
         if snapshot.node_names != self._node_names or self._scheduler is None:
@@ -396,7 +402,7 @@ class Operator:
         self._scheduler.topology = topo.placement(
             snapshot.node_names, nodes, make_placer(self.policy.spec.topology.placer)
         )
-        work = pending_work(pods)
+        work = pending_work(pods, dra.request if dra.active else None)
         topology_gangs = {group.name for group in work.groups if group.topology is not None}
         if self._scheduler.topology is None:
             work = hold_topology_gangs(work)
@@ -469,8 +475,17 @@ class Operator:
             and decision.predicted_step_s is not None
             and decision.ideal_step_s is not None
         }
-        bindings = [self._gang_binding(gang, by_key, allocated, step_times) for gang in plan.gangs]
-        results = bind_gangs(self.core, bindings, self._binding_pool(), self.elector.is_leader)
+        bindings = []
+        for gang in plan.gangs:
+            claims = self.dra.gang_claims(dra, gang, by_key) if dra.active else ((), {})
+            if isinstance(claims, str):  # the claims' devices cannot be had there: wait
+                plan.unplaced.update({placement.pod: claims for placement in gang})
+                continue
+            binding = self._gang_binding(gang, by_key, allocated, step_times)
+            bindings.append(with_claims(binding, *claims))
+        results = bind_gangs(
+            self.core, bindings, self._binding_pool(), self.elector.is_leader, self.dra.write
+        )
         for binding, failures in zip(bindings, results, strict=True):
             if failures is None:
                 break  # lost the Lease while binding: the new leader decides again

@@ -1,0 +1,399 @@
+"""One scheduling cycle's view of Dynamic Resource Allocation, and the claims it allocates.
+
+Where nodes publish their GPUs and NICs in ResourceSlices (NVIDIA's `gpu.nvidia.com` driver,
+DRANet's `dra.net`), voltpack's decision is made binding through ResourceClaims:
+
+1. `DraCycle.node_views` shows a node's published GPUs to the snapshot as if the node
+   advertised them (count and product), `layouts` gives it a host layout from the devices'
+   attributes (NVLink clique, PCIe root shared by a GPU and a NIC), and `account` takes every
+   device allocated to any claim, by any scheduler, out of the free capacity.
+2. `request` turns a pending pod's claims into the core's request: a GPU per GPU device asked,
+   a whole RDMA NIC when a NIC is asked, and the nodes where its claims can be allocated at all
+   (`nodes`); a pod whose claims cannot be allocated anywhere is held with the reason.
+3. After the core placed a gang, `allocate` chooses each claim's devices on the chosen node,
+   the placement's GPUs and NICs first, with the claims' selectors and constraints honoured,
+   for every pod of the gang or none (`voltpack.scheduler.dra_allocation`). The operator writes
+   them (`dra_writer`) before it binds the pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.devices import (
+    PCIE_ROOT_ATTRIBUTE,
+    ClaimAllocation,
+    ClaimRequest,
+    Device,
+    DeviceId,
+)
+from voltpack.model.errors import InvalidRequestError
+from voltpack.model.host_layout import HostLayout, HostNic
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.workload import Pod
+from voltpack.operator.conventions import GPU_MODEL_LABELS, GPU_RESOURCE
+from voltpack.operator.dra_view import (
+    ClaimState,
+    claim_states,
+    device_classes,
+    devices_by_node,
+    devices_in_use,
+    pod_claim_keys,
+)
+from voltpack.scheduler.device_selectors import DeviceSelectors, SelectorError
+from voltpack.scheduler.dra_allocation import Unsatisfiable, allocate_gang, nodes_that_fit
+
+DeviceKind = Literal["gpu", "nic", "other"]
+GPU_DRIVERS = ("gpu.nvidia.com", "gpu.amd.com")
+NIC_DRIVERS = ("dra.net",)
+NVLINK_CLIQUE_ATTRIBUTE = "gpu.nvidia.com/cliqueId"
+DEFAULT_NIC_RATE_GBIT_S = 400.0
+
+
+def device_kind(device: Device) -> DeviceKind:
+    """A GPU (a GPU driver's device of type `gpu`), a NIC (a NIC driver's), or other."""
+    driver = device.id.driver
+    if driver in GPU_DRIVERS and device.attribute(f"{driver}/type") in (None, "gpu"):
+        return "gpu"
+    if driver in NIC_DRIVERS:
+        return "nic"
+    return "other"
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class NodeDevices:
+    """One node's published devices: GPUs by index, NICs by device name."""
+
+    devices: tuple[Device, ...]
+    gpus: Mapping[int, Device]
+    nics: Mapping[str, Device]
+
+    @classmethod
+    def of(cls, devices: Sequence[Device]) -> NodeDevices:
+        gpus: dict[int, Device] = {}
+        for device in devices:
+            index = _int(device.attribute(f"{device.id.driver}/index"))
+            if device_kind(device) == "gpu" and index is not None:
+                gpus[index] = device
+        nics = {d.id.name: d for d in devices if device_kind(d) == "nic"}
+        return cls(tuple(devices), gpus, nics)
+
+    @property
+    def gpu_product(self) -> str | None:
+        for device in self.gpus.values():
+            product = device.attribute(f"{device.id.driver}/productName")
+            if isinstance(product, str) and product:
+                return product
+        return None
+
+    def layout(self) -> HostLayout | None:
+        """NVLink domains from the GPUs' clique, NICs with the GPUs on their PCIe root."""
+        count = len(self.gpus)
+        if sorted(self.gpus) != list(range(count)):
+            return None  # indices with gaps: the snapshot's GPU slots would not line up
+        cliques: dict[object, list[int]] = {}
+        for index, device in sorted(self.gpus.items()):
+            clique = device.attribute(NVLINK_CLIQUE_ATTRIBUTE)
+            if clique is not None:
+                cliques.setdefault(clique, []).append(index)
+        roots = {i: d.attribute(PCIE_ROOT_ATTRIBUTE) for i, d in self.gpus.items()}
+        nics = []
+        for name, nic in sorted(self.nics.items()):
+            root = nic.attribute(PCIE_ROOT_ATTRIBUTE)
+            rate = _int(nic.attribute("dra.net/linkSpeedMbps"))
+            nics.append(
+                HostNic(
+                    name=name,
+                    nic_class="infiniband" if nic.attribute("dra.net/rdma") is True else "ethernet",
+                    line_rate_gbit_s=rate / 1000 if rate else DEFAULT_NIC_RATE_GBIT_S,
+                    pcie_gpus=tuple(i for i, r in sorted(roots.items()) if root and r == root),
+                )
+            )
+        return HostLayout(
+            gpu_count=count,
+            nvlink_domains=tuple(tuple(group) for group in cliques.values()),
+            nics=tuple(nics),
+        )
+
+
+@dataclass
+class DraCycle:
+    """The DRA objects of one cycle, and the claims allocated in it so far."""
+
+    nodes: dict[str, NodeDevices]
+    claims: dict[str, ClaimState]
+    in_use: set[DeviceId]
+    selectors: DeviceSelectors
+    _kinds: dict[str, DeviceKind] = field(default_factory=dict)
+    _fits: dict[tuple[object, ...], dict[str, str]] = field(default_factory=dict)
+    """`nodes_that_fit` by the shape of the claims (pods of one template ask alike)."""
+
+    @classmethod
+    def build(
+        cls,
+        slices: Iterable[Mapping[str, Any]],
+        classes: Iterable[Mapping[str, Any]],
+        claims: Iterable[Mapping[str, Any]],
+        selectors: DeviceSelectors,
+    ) -> DraCycle:
+        """From the listed ResourceSlices, DeviceClasses and ResourceClaims."""
+        states = claim_states(claims, device_classes(classes))
+        nodes = {name: NodeDevices.of(found) for name, found in devices_by_node(slices).items()}
+        return cls(nodes, states, devices_in_use(states.values()), selectors)
+
+    @property
+    def active(self) -> bool:
+        """True when some node publishes devices or some claim exists."""
+        return bool(self.nodes or self.claims)
+
+    def node_views(self, nodes: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The nodes, those publishing GPUs in slices shown with them as `nvidia.com/gpu`."""
+        views = []
+        for node in nodes:
+            found = self.nodes.get(node["metadata"]["name"])
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            if found is None or not found.gpus or GPU_RESOURCE in allocatable:
+                views.append(node)
+                continue
+            labels = dict(node["metadata"].get("labels") or {})
+            if not any(labels.get(label) for label in GPU_MODEL_LABELS):
+                labels[GPU_MODEL_LABELS[0]] = found.gpu_product or "unknown"
+            status = dict(node.get("status") or {})
+            status["allocatable"] = {**allocatable, GPU_RESOURCE: str(len(found.gpus))}
+            views.append(
+                {**node, "metadata": {**node["metadata"], "labels": labels}, "status": status}
+            )
+        return views
+
+    def layouts(self) -> dict[str, HostLayout]:
+        """Host layouts of the nodes whose GPUs are published in slices."""
+        found = {}
+        for name, devices in self.nodes.items():
+            layout = devices.layout() if devices.gpus else None
+            if layout is not None:
+                found[name] = layout
+        return found
+
+    def account(self, snapshot: ClusterSnapshot) -> None:
+        """Take the GPUs and NICs allocated to any claim out of `snapshot`'s free capacity."""
+        rows = {name: row for row, name in enumerate(snapshot.node_names)}
+        by_id = {d.id: (name, d) for name, nd in self.nodes.items() for d in nd.devices}
+        for device_id in self.in_use:
+            if device_id not in by_id:
+                continue
+            node, device = by_id[device_id]
+            row = rows.get(node)
+            if row is None:
+                continue
+            kind = device_kind(device)
+            index = _int(device.attribute(f"{device.id.driver}/index"))
+            if kind == "gpu" and index is not None and index < snapshot.gpu_free_milli.shape[1]:
+                snapshot.gpu_free_milli[row, index] = 0
+            layout = snapshot.layouts[row]
+            if kind == "nic" and layout is not None:
+                slots = {nic.name: slot for slot, nic in enumerate(layout.nics)}
+                if device.id.name in slots:
+                    snapshot.nic_free_pct[row, slots[device.id.name]] = 0
+
+    def _claims_of(self, pod: Mapping[str, Any]) -> list[ClaimState]:
+        key = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+        keys, waiting = pod_claim_keys(pod)
+        if waiting:
+            raise InvalidRequestError(f"pod {key}: {waiting}")
+        states = []
+        for claim in keys:
+            state = self.claims.get(claim)
+            if state is None:
+                raise InvalidRequestError(f"pod {key}: ResourceClaim {claim} does not exist")
+            if state.request is None:
+                raise InvalidRequestError(f"pod {key}: {state.problem}")
+            states.append(state)
+        return states
+
+    def _kind_of_request(self, device_class: str, selectors: Sequence[str]) -> DeviceKind:
+        """The kind of the devices a request's selectors match (the first one found)."""
+        if device_class not in self._kinds:
+            self._kinds[device_class] = "other"
+            for devices in self.nodes.values():
+                match = next(
+                    (d for d in devices.devices if self.selectors.matches(d, selectors)), None
+                )
+                if match is not None:
+                    self._kinds[device_class] = device_kind(match)
+                    break
+        return self._kinds[device_class]
+
+    def _nodes_that_fit(self, claims: Sequence[ClaimRequest]) -> dict[str, str]:
+        """Where these claims could be allocated (before this cycle's allocations)."""
+        shape = tuple((claim.requests, claim.constraints) for claim in claims)
+        if shape not in self._fits:
+            self._fits[shape] = nodes_that_fit(
+                claims, {n: d.devices for n, d in self.nodes.items()}, self.in_use, self.selectors
+            )
+        return self._fits[shape]
+
+    def describe(self, allocations: Sequence[ClaimAllocation]) -> str:
+        """One pod's devices in words (`describe_devices`)."""
+        found = self.nodes.get(allocations[0].node) if allocations else None
+        if found is None:
+            return ""
+        layout = found.layout()
+        domains = (
+            {gpu: number for number, group in enumerate(layout.nvlink_domains) for gpu in group}
+            if layout is not None
+            else {}
+        )
+        return describe_devices(
+            allocations,
+            {str(d.id): d for d in found.devices},
+            {str(d.id): index for index, d in found.gpus.items()},
+            domains,
+        )
+
+    def request(self, pod: Mapping[str, Any], base: Pod) -> Pod:
+        """The core's request of a pending pod with claims; InvalidRequestError: hold it."""
+        states = self._claims_of(pod)
+        pending = [s.request for s in states if not s.is_allocated and s.request is not None]
+        allocated_on = {s.node for s in states if s.is_allocated and s.node is not None}
+        gpus, nic = 0, False
+        try:
+            for claim in pending:
+                for one in claim.requests:
+                    kind = self._kind_of_request(one.device_class, one.selectors)
+                    if kind == "gpu" and not one.all_devices:
+                        gpus += one.count
+                    nic = nic or kind == "nic"
+            fit = self._nodes_that_fit(pending)
+        except SelectorError as exc:
+            raise InvalidRequestError(f"pod {base.name}: {exc}") from None
+        nodes = {node for node, why in fit.items() if not why}
+        if allocated_on:
+            nodes &= allocated_on
+        if not nodes:
+            reasons = sorted({why for why in fit.values() if why})
+            detail = reasons[0] if reasons else "no node publishes devices"
+            if allocated_on and not reasons:
+                detail = f"its allocated claims are on {', '.join(sorted(allocated_on))}"
+            raise InvalidRequestError(
+                f"pod {base.name}: no node can allocate its ResourceClaims: {detail}"
+            )
+        update: dict[str, Any] = {"nodes": frozenset(nodes)}
+        if gpus:
+            update |= {"num_gpu": base.num_gpu + gpus, "gpu_milli": MILLI_PER_GPU}
+        if nic:
+            update["rdma_percent"] = 100
+        return base.model_copy(update=update)
+
+    def allocate(
+        self,
+        gang: Sequence[tuple[str, str, tuple[int, ...], tuple[str, ...]]],
+        pods: Mapping[str, Mapping[str, Any]],
+    ) -> dict[str, tuple[ClaimAllocation, ...]] | Unsatisfiable:
+        """Devices for the claims of a placed gang: (pod, node, GPU indices, NIC names) each.
+        On success the devices count as used for the rest of the cycle."""
+        wanted: list[tuple[str, Sequence[ClaimRequest]]] = []
+        node_of: dict[str, str] = {}
+        prefer: dict[str, list[DeviceId]] = {}
+        for pod_key, node, gpus, nics in gang:
+            pod = pods.get(pod_key)
+            if pod is None:
+                continue
+            states = self._claims_of(pod)
+            claims = [s.request for s in states if not s.is_allocated and s.request is not None]
+            if not claims:
+                continue
+            wanted.append((pod_key, claims))
+            node_of[pod_key] = node
+            devices = self.nodes.get(node)
+            if devices is not None:
+                prefer[pod_key] = [devices.gpus[g].id for g in gpus if g in devices.gpus] + [
+                    devices.nics[n].id for n in nics if n in devices.nics
+                ]
+        if not wanted:
+            return {}
+        result = allocate_gang(
+            wanted,
+            node_of,
+            {n: d.devices for n, d in self.nodes.items()},
+            self.in_use,
+            self.selectors,
+            prefer,
+        )
+        if isinstance(result, Unsatisfiable):
+            return result
+        for allocations in result.values():
+            for allocation in allocations:
+                self.in_use.update(allocation.devices())
+                state = self.claims.get(allocation.claim)
+                if state is not None:  # a claim shared by later gangs is already allocated
+                    self.claims[allocation.claim] = _allocated(state, allocation)
+        return result
+
+
+def _allocated(state: ClaimState, allocation: ClaimAllocation) -> ClaimState:
+    return ClaimState(
+        key=state.key,
+        uid=state.uid,
+        request=state.request,
+        allocated=allocation.devices(),
+        node=allocation.node,
+        reserved_for=state.reserved_for,
+        raw=state.raw,
+    )
+
+
+def _span(indices: Sequence[int]) -> str:
+    """0,1,2,3 -> '0-3'; 0,2 -> '0,2'."""
+    ordered = sorted(indices)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ",".join(str(i) for i in ordered)
+
+
+def describe_devices(
+    allocations: Sequence[ClaimAllocation],
+    devices: Mapping[str, Device],
+    gpu_index: Mapping[str, int],
+    nvlink_domain: Mapping[int, int],
+) -> str:
+    """E.g. 'GPUs 0-3 (NVLink domain 0) + mlx5_0 on the same PCIe root' for one pod.
+
+    `devices`: the node's devices by `str(DeviceId)`; `gpu_index`: GPU device id -> index;
+    `nvlink_domain`: GPU index -> its NVLink domain number."""
+    gpus, others, roots_gpu, roots_other = [], [], set(), set()
+    for allocation in allocations:
+        for device_id in allocation.devices():
+            key = str(device_id)
+            device = devices.get(key)
+            root = device.attribute(PCIE_ROOT_ATTRIBUTE) if device is not None else None
+            if key in gpu_index:
+                gpus.append(gpu_index[key])
+                roots_gpu.add(root)
+            else:
+                others.append(device_id.name)
+                roots_other.add(root)
+    parts = []
+    if gpus:
+        word = "GPU" if len(gpus) == 1 else "GPUs"
+        domains = {nvlink_domain[g] for g in gpus if g in nvlink_domain}
+        where = f" (NVLink domain {domains.pop()})" if len(domains) == 1 else ""
+        parts.append(f"{word} {_span(gpus)}{where}")
+    if others:
+        parts.append(", ".join(sorted(others)))
+    text = " + ".join(parts)
+    if (
+        gpus
+        and others
+        and len(roots_gpu) == 1
+        and None not in roots_gpu
+        and roots_gpu == roots_other
+    ):
+        text += " on the same PCIe root"
+    return text
