@@ -83,6 +83,10 @@ def build_snapshot(
             continue  # a node voltpack does not know (deleted, or not yet in the cache)
         try:
             request = pod_from_k8s(pod)
+            if (pod.get("spec") or {}).get("resourceClaims") and not request.num_gpu:
+                # its devices are counted from its claims' allocations (dra_cycle.account)
+                snapshot.allocate(node, request.model_copy(update={"rdma_percent": 0}), (), ())
+                continue
             gpus = gpu_indices(pod) or pick_best_fit_gpus(snapshot, node, request)
             request, nics = _nics_of(snapshot, node, pod, request, gpus)
             snapshot.allocate(node, request, gpus, nics)

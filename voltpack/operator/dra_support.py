@@ -88,6 +88,7 @@ class DraSupport:
                     resource_version=str(state.raw["metadata"].get("resourceVersion", "")),
                     allocation=allocation_of.get(claim),
                     reserved_for=tuple(reserved + new),
+                    finalizers=tuple(state.raw["metadata"].get("finalizers") or ()),
                 )
             )
         words = {pod: dra.describe(allocations) for pod, allocations in result.items()}

@@ -30,6 +30,13 @@ class ClaimWrite:
     allocation: ClaimAllocation | None
     reserved_for: tuple[tuple[str, str], ...]
     """(pod name, pod UID) of every pod it is reserved for after the write."""
+    finalizers: tuple[str, ...] = ()
+    """The claim's finalizers as listed."""
+
+
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+"""Set on a claim before it is allocated, as kube-scheduler does: the resourceclaim controller
+deallocates (and removes it from) a claim whose reservations are all gone."""
 
 
 def allocation_json(allocation: ClaimAllocation) -> dict[str, Any]:
@@ -70,7 +77,22 @@ def allocation_json(allocation: ClaimAllocation) -> dict[str, Any]:
     }
 
 
-def _status(write: ClaimWrite) -> dict[str, Any]:
+def _protect(api: ResourceV1Api, write: ClaimWrite) -> str:
+    """Add the delete-protection finalizer before allocating; the resourceVersion to write at."""
+    if write.allocation is None or DELETE_PROTECTION_FINALIZER in write.finalizers:
+        return write.resource_version
+    namespace, name = write.claim.split("/", 1)
+    body = {
+        "metadata": {
+            "resourceVersion": write.resource_version,
+            "finalizers": [*write.finalizers, DELETE_PROTECTION_FINALIZER],
+        }
+    }
+    updated = call_json(api.patch_namespaced_resource_claim, name, namespace, body)
+    return str(updated["metadata"]["resourceVersion"])
+
+
+def _status(write: ClaimWrite, resource_version: str) -> dict[str, Any]:
     status: dict[str, Any] = {
         "reservedFor": [
             {"resource": "pods", "name": name, "uid": uid} for name, uid in write.reserved_for
@@ -78,7 +100,7 @@ def _status(write: ClaimWrite) -> dict[str, Any]:
     }
     if write.allocation is not None:
         status["allocation"] = allocation_json(write.allocation)
-    return {"metadata": {"resourceVersion": write.resource_version}, "status": status}
+    return {"metadata": {"resourceVersion": resource_version}, "status": status}
 
 
 def write_claims(
@@ -91,9 +113,13 @@ def write_claims(
     for write in writes:
         namespace, name = write.claim.split("/", 1)
         try:
+            version = _protect(api, write)
             written.append(
                 call_json(
-                    api.patch_namespaced_resource_claim_status, name, namespace, _status(write)
+                    api.patch_namespaced_resource_claim_status,
+                    name,
+                    namespace,
+                    _status(write, version),
                 )
             )
         except Exception as error:

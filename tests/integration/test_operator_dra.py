@@ -1,0 +1,235 @@
+"""voltpack's decision made binding through Dynamic Resource Allocation, end to end: nodes whose
+GPUs and NICs are published in ResourceSlices (as NVIDIA's GPU driver and DRANet publish them),
+pods asking through ResourceClaims, the operator writing each claim's allocation and binding."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.integration.conftest import operator_thread, wait_for
+from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
+from voltpack.model import Node
+from voltpack.operator.crds import install_crds
+from voltpack.operator.runner import OperatorConfig
+from voltpack.policies.schema import policy_for_strategy
+
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+GANG = "voltpack.io/pod-group"
+
+
+@pytest.fixture
+def cluster() -> Iterator[RunningEmulator]:
+    """Two nodes of 8 H100s whose devices are published by the DRA drivers, not a plugin."""
+    nodes = [Node.empty(f"node-{c}", 64_000, 524_288, 8, "H100") for c in "ab"]
+    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=0.2, dra=True)
+    with running_emulator(nodes=nodes, config=config) as emulator:
+        api = client.ApiClient(client.Configuration(host=emulator.url))
+        install_crds(client.ApiextensionsV1Api(api))
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "voltpack-system"}})
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "ml"}})
+        api.close()
+        yield emulator
+
+
+@pytest.fixture
+def api(cluster: RunningEmulator) -> Iterator[client.ApiClient]:
+    api_client = client.ApiClient(client.Configuration(host=cluster.url))
+    yield api_client
+    api_client.close()
+
+
+def operator_config() -> OperatorConfig:
+    return OperatorConfig(
+        policy=policy_for_strategy("best-fit"),
+        identity="op-dra",
+        cycle_interval_s=0.05,
+        lease_duration_s=2,
+        power=False,
+        policy_configmap=None,
+    )
+
+
+def gpu_and_nic_claim(name: str, gpu_selector: str | None = None) -> dict[str, Any]:
+    """One GPU and one RDMA NIC on the same PCIe root."""
+    gpu: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com", "count": 1}
+    if gpu_selector:
+        gpu["selectors"] = [{"cel": {"expression": gpu_selector}}]
+    nic = {
+        "deviceClassName": "dra.net",
+        "selectors": [{"cel": {"expression": 'device.attributes["dra.net"].rdma == true'}}],
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": gpu}, {"name": "nic", "exactly": nic}],
+                "constraints": [{"requests": ["gpu", "nic"], "matchAttribute": PCIE_ROOT}],
+            }
+        },
+    }
+
+
+def claiming_pod(name: str, claim: str, gang: str | None = None) -> dict[str, Any]:
+    annotations = {GANG: gang} if gang else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "annotations": annotations},
+        "spec": {
+            "schedulerName": "voltpack",
+            "resourceClaims": [{"name": "devices", "resourceClaimName": claim}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "trainer",
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "1Gi"},
+                        "claims": [{"name": "devices"}],
+                    },
+                }
+            ],
+        },
+    }
+
+
+def devices_of(resource: client.ResourceV1Api) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every published device by (driver, pool, name), with its attributes."""
+    found = {}
+    for item in resource.list_resource_slice().items:
+        for device in item.spec.devices or []:
+            attributes = {
+                name: next(
+                    v for v in (value.string, value.int, value.bool, value.version) if v is not None
+                )
+                for name, value in (device.attributes or {}).items()
+            }
+            found[(item.spec.driver, item.spec.pool.name, device.name)] = attributes
+    return found
+
+
+def allocated(resource: client.ResourceV1Api, name: str) -> bool:
+    """True when the claim holds an allocation."""
+    status = resource.read_namespaced_resource_claim(name, "ml").status
+    return status is not None and status.allocation is not None
+
+
+def test_a_gang_with_gpu_and_nic_claims_gets_the_devices_voltpack_chose_on_one_pcie_root(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+    for i in range(4):
+        resource.create_namespaced_resource_claim("ml", gpu_and_nic_claim(f"train-{i}"))
+        core.create_namespaced_pod("ml", claiming_pod(f"train-{i}", f"train-{i}", gang="train"))
+    with operator_thread(cluster.url, operator_config()):
+
+        def running() -> list[Any]:
+            pods = core.list_namespaced_pod("ml").items
+            ok = len(pods) == 4 and all(p.status.phase == "Running" for p in pods)
+            return pods if ok else []
+
+        pods = wait_for(running, timeout_s=30, what="the gang of 4 running")
+    devices = devices_of(resource)
+    seen: set[tuple[str, str, str]] = set()
+    for pod in pods:
+        claim = resource.read_namespaced_resource_claim(pod.metadata.name, "ml")
+        allocation = claim.status.allocation
+        terms = allocation.node_selector.node_selector_terms
+        assert terms[0].match_fields[0].values == [pod.spec.node_name]
+        assert [(r.uid, r.name) for r in claim.status.reserved_for] == [
+            (pod.metadata.uid, pod.metadata.name)
+        ]
+        assert "resource.kubernetes.io/delete-protection" in claim.metadata.finalizers
+        by_request = {r.request: (r.driver, r.pool, r.device) for r in allocation.devices.results}
+        assert set(by_request) == {"gpu", "nic"}
+        assert not (set(by_request.values()) & seen)  # no device in two claims
+        seen |= set(by_request.values())
+        gpu, nic = devices[by_request["gpu"]], devices[by_request["nic"]]
+        assert by_request["gpu"][1] == pod.spec.node_name
+        assert gpu[PCIE_ROOT] == nic[PCIE_ROOT]
+        # the claim holds the GPU voltpack chose and recorded on the pod
+        assert str(gpu["index"]) == pod.metadata.annotations["voltpack.io/gpu-indices"]
+        reason = pod.metadata.annotations["voltpack.io/placement-reason"]
+        assert f"GPU {gpu['index']} " in reason and "on the same PCIe root" in reason
+    assert len({p.spec.node_name for p in pods}) == 1  # best-fit packs the gang on one node
+
+
+def test_a_claim_asking_for_a_product_the_cluster_lacks_stays_pending_with_the_reason(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+    selector = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200"'
+    resource.create_namespaced_resource_claim("ml", gpu_and_nic_claim("b200", selector))
+    core.create_namespaced_pod("ml", claiming_pod("wants-b200", "b200"))
+    with operator_thread(cluster.url, operator_config()):
+
+        def failed() -> Any:
+            events = core.list_namespaced_event("ml").items
+            return next((e for e in events if e.reason == "FailedScheduling"), None)
+
+        event = wait_for(failed, timeout_s=30, what="a FailedScheduling Event")
+    assert "no node can allocate its ResourceClaims" in event.message
+    assert selector in event.message
+    pod = core.read_namespaced_pod("wants-b200", "ml")
+    assert pod.spec.node_name is None
+    assert not allocated(resource, "b200")
+
+
+def gpu_claim(name: str, count: int = 1) -> dict[str, Any]:
+    requests = [
+        {"name": f"gpu{n}", "exactly": {"deviceClassName": "gpu.nvidia.com"}} for n in range(count)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+def allocate_by_hand(resource: client.ResourceV1Api, claim: str, node: str, gpus: range) -> None:
+    """As another scheduler would: the claim's GPUs `gpus` of `node`."""
+    resource.create_namespaced_resource_claim("ml", gpu_claim(claim, len(gpus)))
+    results = [
+        {"request": f"gpu{n}", "driver": "gpu.nvidia.com", "pool": node, "device": f"gpu-{i}"}
+        for n, i in enumerate(gpus)
+    ]
+    on_node = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    allocation = {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [on_node]}}
+    resource.patch_namespaced_resource_claim_status(
+        claim, "ml", {"status": {"allocation": allocation}}
+    )
+
+
+def test_devices_another_scheduler_allocated_are_never_handed_out_again(
+    cluster: RunningEmulator, api: client.ApiClient
+) -> None:
+    core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+    allocate_by_hand(resource, "other-a", "node-a", range(6))
+    allocate_by_hand(resource, "other-b", "node-b", range(8))
+    for i in range(3):
+        resource.create_namespaced_resource_claim("ml", gpu_claim(f"late-{i}"))
+        core.create_namespaced_pod("ml", claiming_pod(f"late-{i}", f"late-{i}"))
+    with operator_thread(cluster.url, operator_config()):
+
+        def settled() -> list[Any]:
+            pods = core.list_namespaced_pod("ml").items
+            bound = [p for p in pods if p.spec.node_name]
+            events = core.list_namespaced_event("ml").items
+            waiting = any(e.reason == "FailedScheduling" for e in events)
+            return bound if len(bound) == 2 and waiting else []
+
+        bound = wait_for(settled, timeout_s=30, what="two pods bound, the third waiting")
+    given = set()
+    for pod in bound:
+        claim = resource.read_namespaced_resource_claim(pod.metadata.name, "ml")
+        for result in claim.status.allocation.devices.results:
+            given.add((result.pool, result.device))
+    assert given == {("node-a", "gpu-6"), ("node-a", "gpu-7")}
+    waiting = next(p for p in core.list_namespaced_pod("ml").items if not p.spec.node_name)
+    assert not allocated(resource, waiting.metadata.name)
