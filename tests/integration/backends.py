@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.integration.conftest import Kubectl, operator_on, wait_for
 from tests.k8s_control_plane import KWOK_NODE_ANNOTATION, ControlPlane
 from voltpack.emulator import RunningEmulator
+from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
 from voltpack.emulator.nodes import EMULATED_ANNOTATION, node_object
 from voltpack.model import Node
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -68,6 +69,11 @@ class Cluster(ABC):
     @abstractmethod
     def add_gpu_nodes(self, nodes: Sequence[Node]) -> None:
         """Register `nodes` as Ready v1 Nodes with `nvidia.com/gpu` and GPU-model labels."""
+
+    @abstractmethod
+    def add_dra_gpu_nodes(self, nodes: Sequence[Node]) -> None:
+        """Register `nodes` whose GPUs and NICs are published in ResourceSlices by the DRA
+        drivers (`gpu.nvidia.com`, `dra.net`; no `nvidia.com/gpu`), with the DeviceClasses."""
 
     @abstractmethod
     def compact(self) -> None:
@@ -135,6 +141,12 @@ class EmulatorCluster(Cluster):
         for node in nodes:
             self.emulator.add_node(node)
 
+    def add_dra_gpu_nodes(self, nodes: Sequence[Node]) -> None:
+        """The emulator's own drivers publish the slices (it must run with `dra=True`)."""
+        assert self.emulator.state.config.dra, "start the emulator with EmulatorConfig(dra=True)"
+        for node in nodes:
+            self.emulator.add_node(node)
+
     def compact(self) -> None:
         self.emulator.compact_history()
 
@@ -152,13 +164,13 @@ class RealCluster(Cluster):
     def configuration(self) -> client.Configuration:
         return self.plane.configuration()
 
-    def add_gpu_nodes(self, nodes: Sequence[Node]) -> None:
+    def add_gpu_nodes(self, nodes: Sequence[Node], *, device_plugin: bool = True) -> None:
         """Node objects as the emulator would register them, annotated for kwok. A Node's
         status is kept on create; kwok then keeps it Ready (capacity as given)."""
         with self.api_client() as api:
             core = client.CoreV1Api(api)
             for node in nodes:
-                body = node_object(node, datetime.now(UTC))
+                body = node_object(node, datetime.now(UTC), device_plugin=device_plugin)
                 annotations = body["metadata"]["annotations"]
                 annotations.pop(EMULATED_ANNOTATION, None)
                 annotations[KWOK_NODE_ANNOTATION] = "fake"
@@ -167,6 +179,20 @@ class RealCluster(Cluster):
             wait_for(
                 lambda: names <= _ready_nodes(core), timeout_s=30, what=f"kwok to ready {names}"
             )
+
+    def add_dra_gpu_nodes(self, nodes: Sequence[Node]) -> None:
+        """kwok nodes without `nvidia.com/gpu`, and the slices the drivers would publish for
+        them (the same builder the emulator's simulated drivers use), created by the test."""
+        self.add_gpu_nodes(nodes, device_plugin=False)
+        with self.api_client() as api:
+            resource = client.ResourceV1Api(api)
+            for device_class in driver_device_classes():
+                _ignore_409(resource.create_device_class, device_class)
+            for node in nodes:
+                for item in node_resource_slices(
+                    node.name, node.gpu_model, node.layout, node.gpu_count
+                ):
+                    resource.create_resource_slice(item)
 
     def etcd(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST to etcd's HTTP/JSON gateway (`/v3/...`)."""
@@ -201,6 +227,7 @@ class RealCluster(Cluster):
                     _ignore_404(core.delete_namespaced_pod, pod.metadata.name, namespace,
                                 grace_period_seconds=0)  # fmt: skip
                 core.delete_collection_namespaced_event(namespace)
+            _delete_dra_objects(client.ResourceV1Api(api), namespaces)
             core.delete_collection_node()
             if "voltpack-system" in namespaces:
                 client.CoordinationV1Api(api).delete_collection_namespaced_lease("voltpack-system")
@@ -218,6 +245,30 @@ def _ready_nodes(core: client.CoreV1Api) -> set[str]:
         for n in core.list_node().items
         if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
     }
+
+
+def _delete_dra_objects(resource: client.ResourceV1Api, namespaces: Sequence[str]) -> None:
+    """ResourceClaims (their finalizers dropped: no controller runs here), slices, classes."""
+    for namespace in namespaces:
+        for claim in resource.list_namespaced_resource_claim(namespace).items:
+            if claim.metadata.finalizers:
+                _ignore_404(
+                    resource.patch_namespaced_resource_claim,
+                    claim.metadata.name,
+                    namespace,
+                    {"metadata": {"finalizers": None}},
+                )
+        resource.delete_collection_namespaced_resource_claim(namespace)
+    resource.delete_collection_resource_slice()
+    resource.delete_collection_device_class()
+
+
+def _ignore_409(function: Any, *args: Any) -> None:
+    try:
+        function(*args)
+    except ApiException as error:
+        if error.status != 409:
+            raise
 
 
 def _ignore_404(function: Any, *args: Any, **kwargs: Any) -> None:

@@ -5,15 +5,18 @@ pods asking through ResourceClaims, the operator writing each claim's allocation
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import operator_thread, wait_for
-from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
+from tests.integration.backends import Cluster, EmulatorCluster, RealCluster, operator_in_thread
+from tests.integration.conftest import wait_for
+from tests.integration.services import missing_service
+from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
-from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 
@@ -21,25 +24,50 @@ PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 GANG = "voltpack.io/pod-group"
 
 
-@pytest.fixture
-def cluster() -> Iterator[RunningEmulator]:
-    """Two nodes of 8 H100s whose devices are published by the DRA drivers, not a plugin."""
-    nodes = [Node.empty(f"node-{c}", 64_000, 524_288, 8, "H100") for c in "ab"]
-    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=0.2, dra=True)
-    with running_emulator(nodes=nodes, config=config) as emulator:
-        api = client.ApiClient(client.Configuration(host=emulator.url))
-        install_crds(client.ApiextensionsV1Api(api))
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": "voltpack-system"}})
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": "ml"}})
-        api.close()
-        yield emulator
+BACKENDS = ["emulator", "real"]
+NODES = [Node.empty(f"node-{c}", 64_000, 524_288, 8, "H100") for c in "ab"]
+
+
+@pytest.fixture(scope="module")
+def real_plane() -> Iterator[ControlPlane]:
+    missing = missing_binaries(kwok=True)
+    if missing:
+        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
+    with running_control_plane(kwok=True) as plane:
+        yield plane
+
+
+def _prepare(cluster: Cluster) -> None:
+    cluster.ensure_namespace("voltpack-system")
+    cluster.ensure_namespace("ml")
+    cluster.install_crds()
+    cluster.add_dra_gpu_nodes(NODES)
+
+
+@pytest.fixture(params=BACKENDS)
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """Two nodes of 8 H100s whose devices the DRA drivers publish (no device plugin): on the
+    emulator (its simulated drivers) or on a real kube-apiserver (slices created here)."""
+    if request.param == "emulator":
+        config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=0.2, dra=True)
+        with running_emulator(nodes=[], config=config) as emulator:
+            emulated = EmulatorCluster(emulator, tmp_path)
+            _prepare(emulated)
+            yield emulated
+        return
+    real = RealCluster(request.getfixturevalue("real_plane"))
+    real.reset()
+    _prepare(real)
+    try:
+        yield real
+    finally:
+        real.reset()
 
 
 @pytest.fixture
-def api(cluster: RunningEmulator) -> Iterator[client.ApiClient]:
-    api_client = client.ApiClient(client.Configuration(host=cluster.url))
-    yield api_client
-    api_client.close()
+def api(cluster: Cluster) -> Iterator[client.ApiClient]:
+    with cluster.api_client() as api_client:
+        yield api_client
 
 
 def operator_config() -> OperatorConfig:
@@ -120,13 +148,13 @@ def allocated(resource: client.ResourceV1Api, name: str) -> bool:
 
 
 def test_a_gang_with_gpu_and_nic_claims_gets_the_devices_voltpack_chose_on_one_pcie_root(
-    cluster: RunningEmulator, api: client.ApiClient
+    cluster: Cluster, api: client.ApiClient
 ) -> None:
     core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
     for i in range(4):
         resource.create_namespaced_resource_claim("ml", gpu_and_nic_claim(f"train-{i}"))
         core.create_namespaced_pod("ml", claiming_pod(f"train-{i}", f"train-{i}", gang="train"))
-    with operator_thread(cluster.url, operator_config()):
+    with operator_in_thread(cluster, operator_config()):
 
         def running() -> list[Any]:
             pods = core.list_namespaced_pod("ml").items
@@ -160,13 +188,13 @@ def test_a_gang_with_gpu_and_nic_claims_gets_the_devices_voltpack_chose_on_one_p
 
 
 def test_a_claim_asking_for_a_product_the_cluster_lacks_stays_pending_with_the_reason(
-    cluster: RunningEmulator, api: client.ApiClient
+    cluster: Cluster, api: client.ApiClient
 ) -> None:
     core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
     selector = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200"'
     resource.create_namespaced_resource_claim("ml", gpu_and_nic_claim("b200", selector))
     core.create_namespaced_pod("ml", claiming_pod("wants-b200", "b200"))
-    with operator_thread(cluster.url, operator_config()):
+    with operator_in_thread(cluster, operator_config()):
 
         def failed() -> Any:
             events = core.list_namespaced_event("ml").items
@@ -207,7 +235,7 @@ def allocate_by_hand(resource: client.ResourceV1Api, claim: str, node: str, gpus
 
 
 def test_devices_another_scheduler_allocated_are_never_handed_out_again(
-    cluster: RunningEmulator, api: client.ApiClient
+    cluster: Cluster, api: client.ApiClient
 ) -> None:
     core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
     allocate_by_hand(resource, "other-a", "node-a", range(6))
@@ -215,7 +243,7 @@ def test_devices_another_scheduler_allocated_are_never_handed_out_again(
     for i in range(3):
         resource.create_namespaced_resource_claim("ml", gpu_claim(f"late-{i}"))
         core.create_namespaced_pod("ml", claiming_pod(f"late-{i}", f"late-{i}"))
-    with operator_thread(cluster.url, operator_config()):
+    with operator_in_thread(cluster, operator_config()):
 
         def settled() -> list[Any]:
             pods = core.list_namespaced_pod("ml").items

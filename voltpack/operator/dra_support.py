@@ -41,6 +41,11 @@ class DraSupport:
         for cache in (self.slices, self.classes, self.claims):
             cache.start(stop)
 
+    def wait_synced(self, timeout_s: float) -> None:
+        """Until each cache has listed once (or found its kind not served)."""
+        for cache in (self.slices, self.classes, self.claims):
+            cache.wait_synced(timeout_s)
+
     def cycle(self) -> DraCycle:
         """This cycle's view of the devices and claims."""
         return DraCycle.build(

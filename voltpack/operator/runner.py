@@ -264,6 +264,7 @@ class Operator:
             power.start()
         self.nodes.wait_synced(30)
         self.pods.wait_synced(30)
+        self.dra.wait_synced(30)
         renew_stop = threading.Event()  # set before the Lease is given up
         renewer = threading.Thread(
             target=self.elector.keep_renewing,
