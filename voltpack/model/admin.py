@@ -45,6 +45,40 @@ class NodeView(_View):
     gpu_details: list[GpuView] = Field(default_factory=list)
 
 
+class DeviceView(_View):
+    """One device a pod holds: allocated to one of its ResourceClaims (binding), or recorded
+    by voltpack on a pod of the device-plugin path (advisory: the device plugin picks)."""
+
+    binding: Literal["allocated", "advisory"] = Field(
+        description="allocated: named in a ResourceClaim's allocation, the driver prepares "
+        "exactly it; advisory: voltpack's choice in the voltpack.io/gpu-indices or "
+        "voltpack.io/nics annotation, the device plugin may give another"
+    )
+    kind: Literal["gpu", "nic", "other"]
+    driver: str | None = Field(default=None, description="DRA driver, e.g. gpu.nvidia.com")
+    pool: str | None = Field(default=None, description="DRA pool (usually the node's name)")
+    device: str | None = Field(
+        default=None, description="device name in its pool (gpu-0), or an advisory NIC's name"
+    )
+    request: str | None = Field(default=None, description="the claim's request it serves")
+    claim: str | None = Field(default=None, description="namespace/name of its ResourceClaim")
+    node: str | None = None
+    gpu_index: int | None = Field(default=None, description="a GPU's index on its node")
+    pcie_root: str | None = Field(
+        default=None, description="resource.kubernetes.io/pcieRoot of an allocated device"
+    )
+
+
+class ClaimView(_View):
+    """One ResourceClaim a pod uses, with the devices allocated to it."""
+
+    name: str = Field(description="namespace/name")
+    allocated: bool
+    node: str | None = Field(default=None, description="the node of its allocation")
+    devices: list[DeviceView] = Field(default_factory=list)
+    problem: str | None = Field(default=None, description="e.g. the claim does not exist")
+
+
 class WorkerView(_View):
     """Where one pod of a job runs, or why it waits."""
 
@@ -57,6 +91,11 @@ class WorkerView(_View):
     """The pod's rank in its gang (placement order), once bound."""
     nics: list[str] = Field(default_factory=list)
     """RDMA NICs the pod got a share of."""
+    claims: list[ClaimView] = Field(default_factory=list)
+    """The pod's ResourceClaims (Dynamic Resource Allocation) and what each holds."""
+    devices: list[DeviceView] = Field(default_factory=list)
+    """Every device the pod holds: its claims' allocated devices, or, for a bound pod without
+    claims, the GPUs and NICs voltpack recorded on it (advisory)."""
 
 
 class JobView(_View):

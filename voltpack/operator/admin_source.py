@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
-from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi, ResourceV1Api
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -39,6 +39,7 @@ from voltpack.model.admin import (
     WorkerView,
 )
 from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.devices import Device, DeviceId
 from voltpack.model.errors import InvalidRequestError, PolicyError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.operator.cache import ResourceCache
@@ -52,6 +53,7 @@ from voltpack.operator.conventions import (
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import QueueContext, plan_cycle
+from voltpack.operator.dra_figures import pod_devices, published_devices
 from voltpack.operator.policy_reload import POLICY_KEY
 from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.power_objects import action_of
@@ -82,6 +84,10 @@ class _Objects:
     pending_reasons: dict[str, str]
     """namespace/pod -> message of its latest FailedScheduling Event."""
     read_at_s: float
+    claims: dict[str, dict[str, Any]]
+    """ResourceClaims by namespace/name."""
+    devices: dict[DeviceId, Device]
+    """Devices published in ResourceSlices."""
 
 
 class KubeAdminSource:
@@ -126,6 +132,9 @@ class KubeAdminSource:
             )
 
         setup = setup_log_for(str(api_client.configuration.host))  # each problem said once
+        # Dynamic Resource Allocation: pods' claims and the devices they hold (none where the
+        # cluster does not serve resource.k8s.io/v1)
+        resource = ResourceV1Api(api_client)
         self._caches = {
             "nodes": ResourceCache("nodes", self._core.list_node, setup),
             "pods": ResourceCache("pods", self._core.list_pod_for_all_namespaces, setup),
@@ -139,6 +148,10 @@ class KubeAdminSource:
             **{
                 plural: ResourceCache(plural, custom_list(plural), setup) for plural in CUSTOM_KINDS
             },
+            "resourceslices": ResourceCache("resourceslices", resource.list_resource_slice, setup),
+            "resourceclaims": ResourceCache(
+                "resourceclaims", resource.list_resource_claim_for_all_namespaces, setup
+            ),
         }
         self.tally = ClusterTally(clock)
         """The summary's counters, fed by the caches' watch events."""
@@ -183,7 +196,7 @@ class KubeAdminSource:
             failing = cache.failing_since
             if failing is not None and time.monotonic() - failing > self._stale_after_s:
                 raise self._unavailable(name, cache)
-        for cache in self._caches.values():  # the voltpack kinds: listed, or not served
+        for cache in self._caches.values():  # the optional kinds: listed, or not served
             while not cache.settled.wait(0.02) and cache.last_error is None:
                 if time.monotonic() > deadline:
                     break
@@ -225,6 +238,11 @@ class KubeAdminSource:
                 budgets=caches["powerbudgets"].values(),
                 pending_reasons=latest_reasons(caches["events"].values()),
                 read_at_s=time.monotonic(),
+                claims={
+                    f"{c['metadata'].get('namespace')}/{c['metadata']['name']}": c
+                    for c in caches["resourceclaims"].values()
+                },
+                devices=published_devices(caches["resourceslices"].values()),
             )
             self._cache_generations = generations
             self._views = {}
@@ -548,7 +566,7 @@ class KubeAdminSource:
             job = jobs.get((namespace, name))
             spec = (job or {}).get("spec") or {}
             workers = [
-                _worker_view(pod, objects.pending_reasons)
+                _worker_view(pod, objects)
                 for pod in sorted(pods, key=lambda p: p["metadata"]["name"])
             ]
             waiting = [w.pending_reason for w in workers if w.node is None]
@@ -684,11 +702,14 @@ def _recovery_reason(job: dict[str, Any] | None) -> str | None:
     return str(recovery.get("message") or "") or None
 
 
-def _worker_view(pod: dict[str, Any], reasons: dict[str, str]) -> WorkerView:
+def _worker_view(pod: dict[str, Any], objects: _Objects) -> WorkerView:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     node = spec.get("nodeName")
-    reason = None if node else reasons.get(pod_key(pod), "waiting for the next cycle")
+    reason = (
+        None if node else objects.pending_reasons.get(pod_key(pod), "waiting for the next cycle")
+    )
+    claims, devices = pod_devices(pod, objects.claims, objects.devices)
     rank = (pod["metadata"].get("annotations") or {}).get(RANK_ANNOTATION)
     return WorkerView(
         pod=pod_key(pod),
@@ -698,4 +719,6 @@ def _worker_view(pod: dict[str, Any], reasons: dict[str, str]) -> WorkerView:
         pending_reason=reason,
         rank=int(rank) if node and rank and rank.isdigit() else None,
         nics=list(pod_nics(pod)) if node else [],
+        claims=claims,
+        devices=devices,
     )

@@ -1,7 +1,9 @@
-"""The operator's Prometheus metrics: scheduling work, GPUs allocated by model, fragmentation.
+"""The operator's Prometheus metrics: scheduling work, GPUs allocated by model, fragmentation,
+Dynamic Resource Allocation devices by driver, kind and state.
 
-Read from the last scheduling cycle (no extra API calls on a scrape). Names follow the
-Prometheus conventions: base units, `_total` counters.
+Read from the last scheduling cycle, or for DRA devices from the operator's watch-fed caches
+(no extra API calls on a scrape). Names follow the Prometheus conventions: base units,
+`_total` counters.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from voltpack.operator.conventions import (
     POD_GROUP_ANNOTATION,
     PREDICTED_STEP_ANNOTATION,
 )
+from voltpack.operator.dra_figures import DeviceCountKey, dra_device_counts
 from voltpack.operator.power_metrics import PowerCollector
 from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
 
@@ -79,7 +82,21 @@ class OperatorCollector(Collector):
     """Exports an operator's counters and its last `ClusterFigures`."""
 
     def __init__(self, source: Any) -> None:
-        self.source = source  # an Operator: `.stats` and `.figures`
+        self.source = source  # an Operator: `.stats`, `.figures` and `.dra` (its DRA caches)
+        self._dra_counts: tuple[tuple[int, int], dict[DeviceCountKey, int]] = ((-1, -1), {})
+        """The DRA device counts and the cache generations they were counted at."""
+
+    def dra_devices(self) -> dict[DeviceCountKey, int]:
+        """Published DRA devices by (driver, kind, state), counted again only when the
+        operator's ResourceSlice or ResourceClaim cache changed."""
+        dra = getattr(self.source, "dra", None)
+        if dra is None:
+            return {}
+        generations = (dra.slices.generation, dra.claims.generation)
+        if self._dra_counts[0] != generations:
+            counts = dra_device_counts(dra.slices.values(), dra.claims.values())
+            self._dra_counts = (generations, counts)
+        return self._dra_counts[1]
 
     def collect(self) -> Iterator[Metric]:
         stats = self.source.stats
@@ -152,6 +169,15 @@ class OperatorCollector(Collector):
         for job, ratio in sorted(figures.job_step_slowdown.items()):
             slowdown.add_metric([job], ratio)
         yield slowdown
+        devices = GaugeMetricFamily(
+            "voltpack_dra_devices",
+            "Devices published in ResourceSlices by driver, kind (gpu, nic, other) and state "
+            "(allocated to a ResourceClaim by any scheduler, or free).",
+            labels=["driver", "kind", "state"],
+        )
+        for (driver, kind, state), count in sorted(self.dra_devices().items()):
+            devices.add_metric([driver, kind, state], count)
+        yield devices
         yield GaugeMetricFamily(
             "voltpack_cluster_gpu_fragmentation_gpus",
             "Expected idle GPU capacity the current workload's pod shapes cannot use.",
