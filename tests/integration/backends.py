@@ -71,9 +71,10 @@ class Cluster(ABC):
         """Register `nodes` as Ready v1 Nodes with `nvidia.com/gpu` and GPU-model labels."""
 
     @abstractmethod
-    def add_dra_gpu_nodes(self, nodes: Sequence[Node]) -> None:
+    def add_dra_gpu_nodes(self, nodes: Sequence[Node], *, shared_gpus: bool = False) -> None:
         """Register `nodes` whose GPUs and NICs are published in ResourceSlices by the DRA
-        drivers (`gpu.nvidia.com`, `dra.net`; no `nvidia.com/gpu`), with the DeviceClasses."""
+        drivers (`gpu.nvidia.com`, `dra.net`; no `nvidia.com/gpu`), with the DeviceClasses;
+        `shared_gpus`: GPUs several claims may hold (`allowMultipleAllocations`)."""
 
     @abstractmethod
     def compact(self) -> None:
@@ -141,9 +142,12 @@ class EmulatorCluster(Cluster):
         for node in nodes:
             self.emulator.add_node(node)
 
-    def add_dra_gpu_nodes(self, nodes: Sequence[Node]) -> None:
-        """The emulator's own drivers publish the slices (it must run with `dra=True`)."""
-        assert self.emulator.state.config.dra, "start the emulator with EmulatorConfig(dra=True)"
+    def add_dra_gpu_nodes(self, nodes: Sequence[Node], *, shared_gpus: bool = False) -> None:
+        """The emulator's own drivers publish the slices (it must run with `dra=True`, and
+        `dra_shared_gpus` as `shared_gpus` asks)."""
+        config = self.emulator.state.config
+        assert config.dra, "start the emulator with EmulatorConfig(dra=True)"
+        assert config.dra_shared_gpus == shared_gpus, "EmulatorConfig.dra_shared_gpus differs"
         for node in nodes:
             self.emulator.add_node(node)
 
@@ -180,9 +184,10 @@ class RealCluster(Cluster):
                 lambda: names <= _ready_nodes(core), timeout_s=30, what=f"kwok to ready {names}"
             )
 
-    def add_dra_gpu_nodes(self, nodes: Sequence[Node]) -> None:
+    def add_dra_gpu_nodes(self, nodes: Sequence[Node], *, shared_gpus: bool = False) -> None:
         """kwok nodes without `nvidia.com/gpu`, and the slices the drivers would publish for
-        them (the same builder the emulator's simulated drivers use), created by the test."""
+        them (the same builder the emulator's simulated drivers use), created by the test
+        (shared GPUs need the apiserver's `DRAConsumableCapacity` feature gate)."""
         self.add_gpu_nodes(nodes, device_plugin=False)
         with self.api_client() as api:
             resource = client.ResourceV1Api(api)
@@ -190,7 +195,7 @@ class RealCluster(Cluster):
                 _ignore_409(resource.create_device_class, device_class)
             for node in nodes:
                 for item in node_resource_slices(
-                    node.name, node.gpu_model, node.layout, node.gpu_count
+                    node.name, node.gpu_model, node.layout, node.gpu_count, shared_gpus=shared_gpus
                 ):
                     resource.create_resource_slice(item)
 

@@ -19,12 +19,14 @@ from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
+from voltpack.scheduler.device_selectors import parse_quantity
 
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 GANG = "voltpack.io/pod-group"
 
 
 BACKENDS = ["emulator", "real"]
+CONSUMABLE_CAPACITY = "--feature-gates=DRAConsumableCapacity=true"
 NODES = [Node.empty(f"node-{c}", 64_000, 524_288, 8, "H100") for c in "ab"]
 
 
@@ -33,35 +35,48 @@ def real_plane() -> Iterator[ControlPlane]:
     missing = missing_binaries(kwok=True)
     if missing:
         missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with running_control_plane(kwok=True) as plane:
+    # GPU shares: several claims on one GPU (consumable capacity, alpha in Kubernetes 1.34)
+    with running_control_plane(kwok=True, extra_apiserver_args=(CONSUMABLE_CAPACITY,)) as plane:
         yield plane
 
 
-def _prepare(cluster: Cluster) -> None:
+def _prepare(cluster: Cluster, shared_gpus: bool) -> None:
     cluster.ensure_namespace("voltpack-system")
     cluster.ensure_namespace("ml")
     cluster.install_crds()
-    cluster.add_dra_gpu_nodes(NODES)
+    cluster.add_dra_gpu_nodes(NODES, shared_gpus=shared_gpus)
+
+
+def _cluster(request: pytest.FixtureRequest, tmp_path: Path, shared: bool) -> Iterator[Cluster]:
+    if request.param == "emulator":
+        config = EmulatorConfig(
+            time_factor=0.001, bookmark_interval_s=0.2, dra=True, dra_shared_gpus=shared
+        )
+        with running_emulator(nodes=[], config=config) as emulator:
+            emulated = EmulatorCluster(emulator, tmp_path)
+            _prepare(emulated, shared)
+            yield emulated
+        return
+    real = RealCluster(request.getfixturevalue("real_plane"))
+    real.reset()
+    _prepare(real, shared)
+    try:
+        yield real
+    finally:
+        real.reset()
 
 
 @pytest.fixture(params=BACKENDS)
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """Two nodes of 8 H100s whose devices the DRA drivers publish (no device plugin): on the
     emulator (its simulated drivers) or on a real kube-apiserver (slices created here)."""
-    if request.param == "emulator":
-        config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=0.2, dra=True)
-        with running_emulator(nodes=[], config=config) as emulator:
-            emulated = EmulatorCluster(emulator, tmp_path)
-            _prepare(emulated)
-            yield emulated
-        return
-    real = RealCluster(request.getfixturevalue("real_plane"))
-    real.reset()
-    _prepare(real)
-    try:
-        yield real
-    finally:
-        real.reset()
+    yield from _cluster(request, tmp_path, shared=False)
+
+
+@pytest.fixture(params=BACKENDS)
+def sharing_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """The same, with GPUs several claims may hold (`allowMultipleAllocations`)."""
+    yield from _cluster(request, tmp_path, shared=True)
 
 
 @pytest.fixture
@@ -103,8 +118,11 @@ def gpu_and_nic_claim(name: str, gpu_selector: str | None = None) -> dict[str, A
     }
 
 
-def claiming_pod(name: str, claim: str, gang: str | None = None) -> dict[str, Any]:
-    annotations = {GANG: gang} if gang else {}
+def claiming_pod(
+    name: str, claim: str, gang: str | None = None, **annotations: str
+) -> dict[str, Any]:
+    if gang:
+        annotations[GANG] = gang
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -261,3 +279,61 @@ def test_devices_another_scheduler_allocated_are_never_handed_out_again(
     assert given == {("node-a", "gpu-6"), ("node-a", "gpu-7")}
     waiting = next(p for p in core.list_namespaced_pod("ml").items if not p.spec.node_name)
     assert not allocated(resource, waiting.metadata.name)
+
+
+def test_gpu_shares_go_to_one_gpu_and_each_claim_carries_the_mps_setting_of_its_share(
+    sharing_cluster: Cluster,
+) -> None:
+    with sharing_cluster.api_client() as api:
+        core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        shares = {"share-a": "300", "share-b": "250", "share-c": "400"}
+        for name, milli in shares.items():
+            resource.create_namespaced_resource_claim("ml", gpu_claim(name))
+            pod = claiming_pod(name, name, **{"voltpack.io/gpu-milli": milli})
+            core.create_namespaced_pod("ml", pod)
+        resource.create_namespaced_resource_claim("ml", gpu_claim("sliced"))
+        sliced = claiming_pod(
+            "sliced",
+            "sliced",
+            **{"voltpack.io/gpu-milli": "50", "voltpack.io/gpu-sharing": "time-slicing"},
+        )
+        core.create_namespaced_pod("ml", sliced)
+        with operator_in_thread(sharing_cluster, operator_config()):
+
+            def running() -> list[Any]:
+                pods = core.list_namespaced_pod("ml").items
+                ok = len(pods) == 4 and all(p.status.phase == "Running" for p in pods)
+                return pods if ok else []
+
+            pods = wait_for(running, timeout_s=30, what="the share pods running")
+        held = {}
+        for pod in pods:
+            claim = resource.read_namespaced_resource_claim(pod.metadata.name, "ml")
+            (result,) = claim.status.allocation.devices.results
+            assert result.share_id  # one share of a device several claims hold
+            held[pod.metadata.name] = (result.pool, result.device, result.share_id)
+            assert f"{result.pool}" == pod.spec.node_name
+            assert result.device == f"gpu-{pod.metadata.annotations['voltpack.io/gpu-indices']}"
+            (config,) = claim.status.allocation.devices.config
+            assert config.source == "FromClaim" and config.requests == ["gpu0"]
+            sharing = config.opaque.parameters["sharing"]
+            assert config.opaque.driver == "gpu.nvidia.com"
+            assert config.opaque.parameters["kind"] == "GpuConfig"
+            if pod.metadata.name == "sliced":
+                assert sharing == {
+                    "strategy": "TimeSlicing",
+                    "timeSlicingConfig": {"interval": "Default"},
+                }
+                continue
+            milli = int(shares[pod.metadata.name])
+            assert sharing["strategy"] == "MPS"
+            mps = sharing["mpsConfig"]
+            assert mps["defaultActiveThreadPercentage"] == milli // 10
+            memory_mib = 80 * 1024 * milli // 1000
+            assert mps["defaultPinnedDeviceMemoryLimit"] == f"{memory_mib}Mi"
+            (consumed,) = result.consumed_capacity.items()  # a real apiserver writes 24Gi
+            assert consumed[0] == "memory"
+            assert parse_quantity(consumed[1]) == parse_quantity(f"{memory_mib}Mi")
+        # best-fit packs the shares (300 + 250 + 400 + 50 = 1000 milli) onto one GPU
+        assert len({(pool, device) for pool, device, _ in held.values()}) == 1
+        assert len({share for _, _, share in held.values()}) == 4

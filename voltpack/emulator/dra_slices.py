@@ -152,7 +152,9 @@ def _string(value: str) -> JsonObj:
     return {"string": value}
 
 
-def _gpu_devices(node_name: str, gpu_model: str | None, layout: HostLayout) -> list[JsonObj]:
+def _gpu_devices(
+    node_name: str, gpu_model: str | None, layout: HostLayout, shared: bool
+) -> list[JsonObj]:
     sku = _sku(gpu_model)
     architecture = (sku.architecture if sku is not None else None) or "Hopper"
     capability = _COMPUTE_CAPABILITY_BY_SKU.get(
@@ -180,13 +182,14 @@ def _gpu_devices(node_name: str, gpu_model: str | None, layout: HostLayout) -> l
         }
         if domain_of[index] >= 0:
             attributes[CLIQUE_ATTRIBUTE] = _string(f"{node_uuid}.{domain_of[index]}")
-        devices.append(
-            {
-                "name": f"gpu-{index}",
-                "attributes": attributes,
-                "capacity": {"memory": {"value": f"{memory_mib}Mi"}},
-            }
-        )
+        device: JsonObj = {
+            "name": f"gpu-{index}",
+            "attributes": attributes,
+            "capacity": {"memory": {"value": f"{memory_mib}Mi"}},
+        }
+        if shared:
+            device["allowMultipleAllocations"] = True
+        devices.append(device)
     return devices
 
 
@@ -227,16 +230,24 @@ def _slice(node_name: str, driver: str, devices: list[JsonObj]) -> JsonObj:
 
 
 def node_resource_slices(
-    node_name: str, gpu_model: str | None, layout: HostLayout | None, gpu_count: int = 8
+    node_name: str,
+    gpu_model: str | None,
+    layout: HostLayout | None,
+    gpu_count: int = 8,
+    *,
+    shared_gpus: bool = False,
 ) -> list[JsonObj]:
     """The ResourceSlices of one node: GPUs (`gpu.nvidia.com`) and NICs (`dra.net`).
 
     `layout` None takes `default_host_layout(gpu_count)` (NVLink when the catalog's GPU model
-    has it); a driver with no devices on the node publishes no slice.
+    has it); a driver with no devices on the node publishes no slice. `shared_gpus`: the GPUs
+    may be allocated to several claims at once (`allowMultipleAllocations`, Kubernetes'
+    consumable capacity, alpha in 1.34: feature gate `DRAConsumableCapacity`), as GPU shares
+    (MPS, time-slicing) need.
     """
     resolved = layout_for(gpu_count, gpu_model, layout)
     slices = []
-    gpus = _gpu_devices(node_name, gpu_model, resolved)
+    gpus = _gpu_devices(node_name, gpu_model, resolved, shared_gpus)
     if gpus:
         slices.append(_slice(node_name, NVIDIA_GPU_DRIVER, gpus))
     nics = _nic_devices(resolved)

@@ -62,6 +62,8 @@ class EmulatorConfig:
     seed: int | None = None
     token_file: Path | None = None
     dra: bool = False
+    dra_shared_gpus: bool = False
+    """With `dra`: GPUs are published as shareable by several claims (GPU shares)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -140,7 +142,11 @@ class EmulatorState:
                     "controller": True,
                 }
                 for resource_slice in node_resource_slices(
-                    node.name, node.gpu_model, node.layout, node.gpu_count
+                    node.name,
+                    node.gpu_model,
+                    node.layout,
+                    node.gpu_count,
+                    shared_gpus=self.config.dra_shared_gpus,
                 ):
                     resource_slice["metadata"]["ownerReferences"] = [owner]
                     self.ops.create(RESOURCESLICES, None, resource_slice)

@@ -114,6 +114,8 @@ class DeviceResult:
     device: DeviceId
     share_id: str | None = None
     """Set when the device allows multiple allocations: which share of it this is."""
+    consumed_capacity: Mapping[str, str] = field(default_factory=dict)
+    """Of a shared device: capacity name -> quantity this share takes."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from kubernetes.client import CoreV1Api
 from voltpack.model.decision import Placement
 from voltpack.operator.binder import bind_gang
 from voltpack.operator.conventions import PLACEMENT_REASON_ANNOTATION
+from voltpack.operator.dra_support import GangClaims
 from voltpack.operator.dra_writer import ClaimWrite
 
 ClaimsWriter = Callable[[Sequence[ClaimWrite]], str]
@@ -35,18 +36,30 @@ class GangBinding:
     """ResourceClaims to allocate and reserve before any pod of the gang is bound."""
 
 
-def with_claims(
-    binding: GangBinding, claims: tuple[ClaimWrite, ...], devices: dict[str, str]
-) -> GangBinding:
-    """`binding` with its claim writes, and the devices (in words) added to its reason."""
-    if not claims and not devices:
+def with_claims(binding: GangBinding, claims: GangClaims) -> GangBinding:
+    """`binding` with its claim writes, the devices its claims hold as its pods' GPU indices
+    and NICs (what the annotations record), and the devices in words added to its reason."""
+    if not claims.writes and not claims.words:
         return binding
     annotations = dict(binding.annotations)
-    words = "; ".join(f"{pod.split('/', 1)[-1]}: {text}" for pod, text in devices.items() if text)
+    words = "; ".join(
+        f"{pod.split('/', 1)[-1]}: {text}" for pod, text in claims.words.items() if text
+    )
     if words:
         reason = annotations.get(PLACEMENT_REASON_ANNOTATION)
         annotations[PLACEMENT_REASON_ANNOTATION] = f"{reason}; {words}" if reason else words
-    return replace(binding, annotations=annotations, claims=claims)
+    placements = []
+    for placement in binding.placements:
+        gpus, nics = claims.chosen.get(placement.pod, ((), ()))
+        update: dict[str, object] = {}
+        if gpus:
+            update["gpu_indices"] = gpus
+        if nics:
+            update["nics"] = nics
+        placements.append(placement.model_copy(update=update) if update else placement)
+    return replace(
+        binding, placements=tuple(placements), annotations=annotations, claims=claims.writes
+    )
 
 
 def bind_gangs(

@@ -19,6 +19,8 @@ GPU_MODEL_LABELS = ("voltpack.io/gpu-model", "nvidia.com/gpu.product")
 POD_GROUP_ANNOTATION = "voltpack.io/pod-group"
 MIN_MEMBERS_ANNOTATION = "voltpack.io/min-members"
 GPU_MILLI_ANNOTATION = "voltpack.io/gpu-milli"
+GPU_SHARING_ANNOTATION = "voltpack.io/gpu-sharing"
+"""How a GPU share is enforced on a DRA node: `mps` (default) or `time-slicing` (docs/dra.md)."""
 """A share of one GPU in milli-GPU (1..999); the pod then asks for no `nvidia.com/gpu`."""
 GPU_MODELS_ANNOTATION = "voltpack.io/gpu-models"
 """Accepted GPU models, separated by `|`."""

@@ -19,11 +19,12 @@ DRANet's `dra.net`), voltpack's decision is made binding through ResourceClaims:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.devices import (
+    NVIDIA_GPU_DRIVER,
     PCIE_ROOT_ATTRIBUTE,
     ClaimAllocation,
     ClaimRequest,
@@ -34,7 +35,12 @@ from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout, HostNic
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
-from voltpack.operator.conventions import GPU_MODEL_LABELS, GPU_RESOURCE
+from voltpack.operator.conventions import (
+    GPU_MILLI_ANNOTATION,
+    GPU_MODEL_LABELS,
+    GPU_RESOURCE,
+    GPU_SHARING_ANNOTATION,
+)
 from voltpack.operator.dra_view import (
     ClaimState,
     claim_states,
@@ -43,8 +49,14 @@ from voltpack.operator.dra_view import (
     devices_in_use,
     pod_claim_keys,
 )
-from voltpack.scheduler.device_selectors import DeviceSelectors, SelectorError
+from voltpack.scheduler.device_selectors import DeviceSelectors, SelectorError, parse_quantity
 from voltpack.scheduler.dra_allocation import Unsatisfiable, allocate_gang, nodes_that_fit
+from voltpack.scheduler.gpu_share_config import (
+    SharingStrategy,
+    pinned_memory_mib,
+    share_config,
+    sharing_strategy,
+)
 
 DeviceKind = Literal["gpu", "nic", "other"]
 GPU_DRIVERS = ("gpu.nvidia.com", "gpu.amd.com")
@@ -134,6 +146,27 @@ class DraCycle:
     _kinds: dict[str, DeviceKind] = field(default_factory=dict)
     _fits: dict[tuple[object, ...], dict[str, str]] = field(default_factory=dict)
     """`nodes_that_fit` by the shape of the claims (pods of one template ask alike)."""
+    _views: dict[bool, dict[str, Sequence[Device]]] = field(default_factory=dict)
+
+    def devices_for(self, share: bool) -> dict[str, Sequence[Device]]:
+        """The devices as the allocator sees them for a pod taking a whole device (`share`
+        False: no device is shared with it) or a GPU share (a device several claims may hold
+        stays shareable unless a claim holds it whole)."""
+        if share not in self._views:
+            whole = {
+                d for state in self.claims.values() for d in state.allocated
+                if d not in state.shared
+            }  # fmt: skip
+            self._views[share] = {
+                name: [
+                    replace(d, allow_multiple_allocations=False)
+                    if d.allow_multiple_allocations and (not share or d.id in whole)
+                    else d
+                    for d in found.devices
+                ]
+                for name, found in self.nodes.items()
+            }
+        return self._views[share]
 
     @classmethod
     def build(
@@ -181,11 +214,20 @@ class DraCycle:
                 found[name] = layout
         return found
 
-    def account(self, snapshot: ClusterSnapshot) -> None:
-        """Take the GPUs and NICs allocated to any claim out of `snapshot`'s free capacity."""
+    def account(self, snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Take the GPUs and NICs allocated to any claim out of `snapshot`'s free capacity;
+        the claims of bound GPU-share pods are left out (`build_snapshot` counted their share
+        of the GPU from the pods, so that other shares still fit beside them)."""
+        shares = {
+            claim
+            for pod in pods
+            if (pod.get("spec") or {}).get("nodeName") and _share_of(pod) is not None
+            for claim in pod_claim_keys(pod)[0]
+        }
         rows = {name: row for row, name in enumerate(snapshot.node_names)}
         by_id = {d.id: (name, d) for name, nd in self.nodes.items() for d in nd.devices}
-        for device_id in self.in_use:
+        held = {d for key, s in self.claims.items() if key not in shares for d in s.allocated}
+        for device_id in held:
             if device_id not in by_id:
                 continue
             node, device = by_id[device_id]
@@ -230,14 +272,76 @@ class DraCycle:
                     break
         return self._kinds[device_class]
 
-    def _nodes_that_fit(self, claims: Sequence[ClaimRequest]) -> dict[str, str]:
+    def _held_whole(self, allocations: Iterable[Sequence[ClaimAllocation]]) -> None:
+        """Devices just allocated whole are no longer shareable for the rest of the cycle."""
+        view = self._views.get(True)
+        if view is None:
+            return
+        for pod_allocations in allocations:
+            for allocation in pod_allocations:
+                taken = set(allocation.devices())
+                view[allocation.node] = [
+                    replace(d, allow_multiple_allocations=False) if d.id in taken else d
+                    for d in view.get(allocation.node, ())
+                ]
+
+    def _nodes_that_fit(self, claims: Sequence[ClaimRequest], share: bool) -> dict[str, str]:
         """Where these claims could be allocated (before this cycle's allocations)."""
-        shape = tuple((claim.requests, claim.constraints) for claim in claims)
+        shape = (share, *((claim.requests, claim.constraints) for claim in claims))
         if shape not in self._fits:
             self._fits[shape] = nodes_that_fit(
-                claims, {n: d.devices for n, d in self.nodes.items()}, self.in_use, self.selectors
+                claims, self.devices_for(share), self.in_use, self.selectors
             )
         return self._fits[shape]
+
+    def _with_share(
+        self, allocation: ClaimAllocation, share_milli: int, strategy: SharingStrategy
+    ) -> ClaimAllocation:
+        """A share pod's claim: the sharing configuration of its share for its GPU request
+        (unless the claim configures that request itself) and, on a GPU several claims may
+        share, the share of its memory as consumed capacity."""
+        found = self.nodes.get(allocation.node)
+        gpus = {d.id: d for d in found.gpus.values()} if found is not None else {}
+        results, requests, memory = [], [], None
+        for result in allocation.results:
+            device = gpus.get(result.device)
+            if device is None:
+                results.append(result)
+                continue
+            requests.append(result.request)
+            memory_key = f"{device.id.driver}/memory"
+            text = device.capacity.get(memory_key)
+            memory = int(parse_quantity(text).value) if text else None
+            if device.allow_multiple_allocations and memory:
+                consumed = {memory_key: f"{pinned_memory_mib(share_milli, memory)}Mi"}
+                results.append(replace(result, consumed_capacity=consumed))
+            else:
+                results.append(result)
+        configured = {
+            name
+            for config in allocation.config
+            if config.driver == NVIDIA_GPU_DRIVER and config.source == "FromClaim"
+            for name in config.requests
+        }
+        wanted = tuple(r for r in requests if r not in configured)
+        config = allocation.config
+        if wanted:
+            config += (share_config(share_milli, memory, strategy, wanted),)
+        return replace(allocation, results=tuple(results), config=config)
+
+    def chosen(
+        self, allocations: Sequence[ClaimAllocation]
+    ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """The GPU indices and NIC names a pod's allocations hold (what its annotations say)."""
+        found = self.nodes.get(allocations[0].node) if allocations else None
+        if found is None:
+            return (), ()
+        index_of = {d.id: i for i, d in found.gpus.items()}
+        nic_ids = {d.id: name for name, d in found.nics.items()}
+        held = [device for allocation in allocations for device in allocation.devices()]
+        gpus = tuple(sorted({index_of[d] for d in held if d in index_of}))
+        nics = tuple(nic_ids[d] for d in held if d in nic_ids)
+        return gpus, nics
 
     def describe(self, allocations: Sequence[ClaimAllocation]) -> str:
         """One pod's devices in words (`describe_devices`)."""
@@ -270,7 +374,7 @@ class DraCycle:
                     if kind == "gpu" and not one.all_devices:
                         gpus += one.count
                     nic = nic or kind == "nic"
-            fit = self._nodes_that_fit(pending)
+            fit = self._nodes_that_fit(pending, base.is_gpu_sharing)
         except SelectorError as exc:
             raise InvalidRequestError(f"pod {base.name}: {exc}") from None
         nodes = {node for node, why in fit.items() if not why}
@@ -285,7 +389,17 @@ class DraCycle:
                 f"pod {base.name}: no node can allocate its ResourceClaims: {detail}"
             )
         update: dict[str, Any] = {"nodes": frozenset(nodes)}
-        if gpus:
+        if base.is_gpu_sharing:
+            try:
+                _share_of(pod)
+            except InvalidRequestError as exc:
+                raise InvalidRequestError(f"pod {base.name}: {exc}") from None
+            if gpus != 1:
+                raise InvalidRequestError(
+                    f"pod {base.name}: a GPU share ({base.gpu_milli} milli) takes one GPU "
+                    f"device; its ResourceClaims ask for {gpus}"
+                )
+        elif gpus:
             update |= {"num_gpu": base.num_gpu + gpus, "gpu_milli": MILLI_PER_GPU}
         if nic:
             update["rdma_percent"] = 100
@@ -318,16 +432,18 @@ class DraCycle:
                 ]
         if not wanted:
             return {}
+        share = all(_share_of(pods[pod_key]) is not None for pod_key, _ in wanted)
         result = allocate_gang(
-            wanted,
-            node_of,
-            {n: d.devices for n, d in self.nodes.items()},
-            self.in_use,
-            self.selectors,
-            prefer,
+            wanted, node_of, self.devices_for(share), self.in_use, self.selectors, prefer
         )
         if isinstance(result, Unsatisfiable):
             return result
+        if not share:
+            self._held_whole(result.values())
+        for pod_key in result:
+            asked = _share_of(pods[pod_key])
+            if asked is not None:
+                result[pod_key] = tuple(self._with_share(a, *asked) for a in result[pod_key])
         for allocations in result.values():
             for allocation in allocations:
                 self.in_use.update(allocation.devices())
@@ -335,6 +451,19 @@ class DraCycle:
                 if state is not None:  # a claim shared by later gangs is already allocated
                     self.claims[allocation.claim] = _allocated(state, allocation)
         return result
+
+
+def _share_of(pod: Mapping[str, Any]) -> tuple[int, SharingStrategy] | None:
+    """(milli, strategy) of a pod asking for a GPU share, else None."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(GPU_MILLI_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        milli = int(text)
+    except ValueError:
+        return None  # refused by the pod's translation already
+    return milli, sharing_strategy(annotations.get(GPU_SHARING_ANNOTATION))
 
 
 def _allocated(state: ClaimState, allocation: ClaimAllocation) -> ClaimState:

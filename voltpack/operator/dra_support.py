@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import ApiClient, ResourceV1Api
@@ -23,6 +24,17 @@ from voltpack.operator.dra_writer import ClaimWrite, write_claims
 from voltpack.operator.setup_problems import SetupLog
 from voltpack.scheduler.device_selectors import DeviceSelectors, SelectorError
 from voltpack.scheduler.dra_allocation import Unsatisfiable
+
+
+@dataclass(frozen=True)
+class GangClaims:
+    """What a placed gang's claims need written, and what they hold."""
+
+    writes: tuple[ClaimWrite, ...] = ()
+    words: dict[str, str] = field(default_factory=dict)
+    """Pod -> its devices in words."""
+    chosen: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = field(default_factory=dict)
+    """Pod -> (GPU indices, NIC names) its claims were allocated."""
 
 
 class DraSupport:
@@ -57,11 +69,12 @@ class DraSupport:
         dra: DraCycle,
         gang: Sequence[Placement],
         pods: Mapping[str, Mapping[str, Any]],
-    ) -> tuple[tuple[ClaimWrite, ...], dict[str, str]] | str:
-        """The claim writes of a placed gang and, per pod, the devices in words; or why its
-        claims cannot be allocated on the nodes chosen (the gang then waits)."""
+    ) -> GangClaims | str:
+        """The claim writes of a placed gang, per pod the devices in words and the GPU indices
+        and NICs allocated; or why its claims cannot be allocated on the nodes chosen (the
+        gang then waits)."""
         if not any(_has_claims(pods.get(p.pod)) for p in gang):
-            return (), {}
+            return GangClaims()
         try:
             result = dra.allocate([(p.pod, p.node, p.gpu_indices, p.nics) for p in gang], pods)
         except (SelectorError, InvalidRequestError) as exc:
@@ -96,8 +109,11 @@ class DraSupport:
                     finalizers=tuple(state.raw["metadata"].get("finalizers") or ()),
                 )
             )
-        words = {pod: dra.describe(allocations) for pod, allocations in result.items()}
-        return tuple(writes), words
+        return GangClaims(
+            tuple(writes),
+            {pod: dra.describe(allocations) for pod, allocations in result.items()},
+            {pod: dra.chosen(allocations) for pod, allocations in result.items()},
+        )
 
     def write(self, writes: Sequence[ClaimWrite]) -> str:
         """Write a gang's claims (all or none); the written claims are assumed in the cache,

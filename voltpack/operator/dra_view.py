@@ -61,6 +61,8 @@ class ClaimState:
     """The node of its allocation (from the allocation's node selector)."""
     reserved_for: tuple[str, ...] = ()
     """UIDs of the pods it is reserved for."""
+    shared: frozenset[DeviceId] = frozenset()
+    """Its devices allocated as a share (`shareID`): other claims may hold them too."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -231,10 +233,12 @@ def claim_state(claim: Mapping[str, Any], classes: Mapping[str, DeviceClassSpec]
     devices_spec = (claim.get("spec") or {}).get("devices") or {}
     status = claim.get("status") or {}
     allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
     allocated = tuple(
         DeviceId(str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
-        for r in (allocation.get("devices") or {}).get("results") or []
+        for r in results
     )
+    shared = frozenset(d for d, r in zip(allocated, results, strict=True) if r.get("shareID"))
     reserved = tuple(
         str(ref.get("uid", "")) for ref in status.get("reservedFor") or [] if ref.get("uid")
     )
@@ -272,6 +276,7 @@ def claim_state(claim: Mapping[str, Any], classes: Mapping[str, DeviceClassSpec]
         allocated=allocated,
         node=_allocated_node(allocation) if allocation else None,
         reserved_for=reserved,
+        shared=shared,
         raw=claim,
     )
 

@@ -43,7 +43,7 @@ def allocation_json(allocation: ClaimAllocation) -> dict[str, Any]:
     """A claim's `status.allocation` in the API's form."""
     results = []
     for result in allocation.results:
-        entry = {
+        entry: dict[str, Any] = {
             "request": result.request,
             "driver": result.device.driver,
             "pool": result.device.pool,
@@ -51,6 +51,11 @@ def allocation_json(allocation: ClaimAllocation) -> dict[str, Any]:
         }
         if result.share_id is not None:
             entry["shareID"] = result.share_id
+        if result.consumed_capacity:
+            entry["consumedCapacity"] = {
+                name.split("/", 1)[1] if name.startswith(f"{result.device.driver}/") else name: q
+                for name, q in result.consumed_capacity.items()
+            }
         results.append(entry)
     config = [
         {

@@ -35,7 +35,7 @@ from voltpack.operator.conventions import (
     SCHEDULER_NAME,
 )
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
-from voltpack.operator.dra_support import DraSupport
+from voltpack.operator.dra_support import DraSupport, GangClaims
 from voltpack.operator.gang_recovery import GangRecovery, join_ranks
 from voltpack.operator.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
@@ -391,7 +391,7 @@ class Operator:
         faults = gpu_faults(self.gpunodes.items())
         layouts = {**topo.layouts, **dra.layouts()}  # the devices claims will name
         snapshot = build_snapshot(nodes, pods, layouts, faults, self.recovery.policy)
-        dra.account(snapshot)
+        dra.account(snapshot, pods)
         if self.power_loop is not None:
             snapshot.power = self.power_loop.headroom(snapshot)
         if snapshot.node_names != self._node_names or self._scheduler is None:
@@ -478,12 +478,12 @@ class Operator:
         }
         bindings = []
         for gang in plan.gangs:
-            claims = self.dra.gang_claims(dra, gang, by_key) if dra.active else ((), {})
+            claims = self.dra.gang_claims(dra, gang, by_key) if dra.active else GangClaims()
             if isinstance(claims, str):  # the claims' devices cannot be had there: wait
                 plan.unplaced.update({placement.pod: claims for placement in gang})
                 continue
             binding = self._gang_binding(gang, by_key, allocated, step_times)
-            bindings.append(with_claims(binding, *claims))
+            bindings.append(with_claims(binding, claims))
         results = bind_gangs(
             self.core, bindings, self._binding_pool(), self.elector.is_leader, self.dra.write
         )
