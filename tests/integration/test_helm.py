@@ -258,6 +258,19 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
     "replace_namespaced_lease": ("coordination.k8s.io", "leases", {"update"}),
     "create_namespaced_lease": ("coordination.k8s.io", "leases", {"create"}),
     "read_namespaced_config_map": ("", "configmaps", {"get"}),
+    "list_resource_slice": ("resource.k8s.io", "resourceslices", {"list", "watch"}),
+    "list_device_class": ("resource.k8s.io", "deviceclasses", {"list", "watch"}),
+    "list_resource_claim_for_all_namespaces": (
+        "resource.k8s.io",
+        "resourceclaims",
+        {"list", "watch"},
+    ),
+    "patch_namespaced_resource_claim": ("resource.k8s.io", "resourceclaims", {"patch"}),
+    "patch_namespaced_resource_claim_status": (
+        "resource.k8s.io",
+        "resourceclaims/status",
+        {"patch"},
+    ),
 }
 CUSTOM_CALLS = {
     "list_cluster_custom_object": {"list", "watch"},
@@ -272,7 +285,8 @@ CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
 OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies", "inferenceservices"}
 OPERATOR_MODULES = [
     "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
-    "job_history", "topology_view", "inference_services", "setup_problems",
+    "job_history", "topology_view", "inference_services", "setup_problems", "dra_support",
+    "dra_writer",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.
@@ -283,6 +297,8 @@ API_GRANTS = {
     *{("voltpack.io", p, v) for p in CUSTOM_PLURALS for v in ("list", "watch")},
     ("voltpack.io", "powerbudgets", "patch"),  # a manual cap
     ("voltpack.io", "inferenceservices", "list"),  # inference_admin.py: the plans
+    *{("resource.k8s.io", r, v)  # each pod's devices (dra_figures.py)
+      for r in ("resourceslices", "resourceclaims") for v in ("list", "watch")},
 }  # fmt: skip
 API_POLICY_GRANTS = {("", "configmaps", v) for v in ("get", "update", "create")}
 API_AUTH_GRANTS = {

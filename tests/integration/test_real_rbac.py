@@ -48,6 +48,7 @@ from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.api.server import serving
 from voltpack.cli import _publish_loop as publish_loop
+from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.gpunode_sync import GpuNodeSync
 from voltpack.operator.inference_admin import KubeInferenceSource
@@ -252,6 +253,44 @@ def create_nodes(core: client.CoreV1Api) -> None:
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "fake", "lastHeartbeatTime": None}],
         }})  # fmt: skip
+
+
+DRA_NODE = "dra-0"
+
+
+def create_dra_devices(admin: client.ApiClient) -> None:
+    """A node whose GPUs a DRA driver publishes, and a pod asking for one through a claim:
+    the operator reads the DRA objects, writes the claim's finalizer and allocation."""
+    core, resource = client.CoreV1Api(admin), client.ResourceV1Api(admin)
+    core.create_node({"metadata": {"name": DRA_NODE}})
+    resources = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+    core.patch_node_status(DRA_NODE, {"status": {
+        "capacity": resources, "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "fake", "lastHeartbeatTime": None}],
+    }})  # fmt: skip
+    for device_class in driver_device_classes():
+        resource.create_device_class(device_class)
+    for item in node_resource_slices(DRA_NODE, "H100", None, 8):
+        resource.create_resource_slice(item)
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    resource.create_namespaced_resource_claim(WORKLOADS, {
+        "metadata": {"name": "dra-gpu"}, "spec": {"devices": {"requests": [request]}},
+    })  # fmt: skip
+    core.create_namespaced_pod(WORKLOADS, {
+        "metadata": {"name": "dra-pod"},
+        "spec": {
+            "schedulerName": "voltpack",
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "dra-gpu"}],
+            "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    })  # fmt: skip
+
+
+def dra_claim_allocated(admin: client.ApiClient) -> bool:
+    claim = client.ResourceV1Api(admin).read_namespaced_resource_claim("dra-gpu", WORKLOADS)
+    pod = client.CoreV1Api(admin).read_namespaced_pod("dra-pod", WORKLOADS)
+    return bool(claim.status and claim.status.allocation and pod.spec.node_name == DRA_NODE)
 
 
 def create_workloads(custom: client.CustomObjectsApi) -> None:
@@ -520,6 +559,7 @@ def run_scenario(
 
         # the operator: the gang bound, statuses written, the power loop's GPUNode spec
         wait_for(lambda: len(bound_workers(core)) == 2, timeout_s=WAIT_S, what="gang bound")
+        wait_for(partial(dra_claim_allocated, admin), timeout_s=WAIT_S, what="claim allocated")
         for plural, name, namespace in [
             ("gpujobs", "train", WORKLOADS), ("queues", "research", None),
             ("topologies", "fabric", None), ("powerbudgets", "rack-r1", None),
@@ -592,6 +632,7 @@ def test_each_identity_can_do_what_its_code_does_and_nothing_more(plane: Control
     }
     create_nodes(client.CoreV1Api(admin))
     create_workloads(client.CustomObjectsApi(admin))
+    create_dra_devices(admin)
     try:
         run_scenario(admin, clients, people)
     except AssertionError as failure:  # e.g. a wait timed out: say what was refused
