@@ -154,6 +154,12 @@ def render(steps: list[Step], results: Results) -> str:
     ]
     if undocumented:
         lines += ["## Undocumented in this run", "", *[f"- `{u}`" for u in undocumented], ""]
+    lines += [
+        "## Not in the corpus yet",
+        "",
+        "Dynamic Resource Allocation (`resource.k8s.io/v1`): docs/emulator-dra.md.",
+        "",
+    ]
     return "\n".join(lines)
 
 
