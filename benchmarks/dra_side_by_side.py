@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -165,6 +166,15 @@ def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds the process has used (Linux /proc), None if unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def dra_run(
     contender: Contender,
     node_count: int,
@@ -220,6 +230,7 @@ def dra_run(
                         break
                     time.sleep(0.05)
                 elapsed = (allocated_at or time.perf_counter()) - begin
+                cpu_s = cpu_seconds(process.pid)
                 if creator is not None:
                     creator.join()
                 if profiler is not None:
@@ -252,6 +263,7 @@ def dra_run(
             "complete": allocated_at is not None,
             "seconds": round(elapsed, 2),
             "seconds_to_all_bound": round(bound_at - begin, 2) if bound_at else None,
+            "scheduler_cpu_s": round(cpu_s, 1) if cpu_s is not None else None,
             "check": check.as_dict(),
             "loadavg_before": before,
             "loadavg_after": after,
@@ -271,16 +283,19 @@ def markdown(figures: dict[str, Any]) -> str:
         "(scheduler running and synced). Time runs until every pod is bound and every claim "
         "allocated. Shared 2-core machine: see the 1-minute load averages.",
         "",
-        "| claim | arrival | scheduler | config | pods | pods/s | s | checks | load before/after |",
-        "|---|---|---|---|---:|---:|---:|---|---|",
+        "| claim | arrival | scheduler | config | pods | pods/s | s | scheduler CPU s | checks "
+        "| load before/after |",
+        "|---|---|---|---|---:|---:|---:|---:|---|---|",
     ]
     for r in figures["runs"]:
         check = r["check"]
         verdict = "ok" if check["ok"] else f"{check['problem_count']} problems"
         rate = f"{r['pods_per_s']:.1f}" if r["pods_per_s"] is not None else "incomplete"
+        cpu = r.get("scheduler_cpu_s")
         lines.append(
             f"| {r['variant']} | {r['arrival']} | {r['scheduler']} | {r['config']} | "
-            f"{r['pods']:,} | {rate} | {r['seconds']:.1f} | {verdict} | "
+            f"{r['pods']:,} | {rate} | {r['seconds']:.1f} | "
+            f"{'-' if cpu is None else cpu} | {verdict} | "
             f"{r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
         )
     lines += [
@@ -289,7 +304,8 @@ def markdown(figures: dict[str, Any]) -> str:
         "(class dra.net) with matchAttribute resource.kubernetes.io/pcieRoot. Checks: every pod "
         "bound, every claim allocated and reserved for its pod, its node selector selects the "
         "pod's node, its devices published on that node, constraints hold, no device in two "
-        "claims.",
+        "claims. Scheduler CPU s: user + system CPU seconds of the scheduler's process from its "
+        "start to the end of the run (with `during`, the warm-up included).",
     ]
     return "\n".join(lines) + "\n"
 
