@@ -6,7 +6,7 @@ import itertools
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voltpack.model.devices import Device, DeviceId
@@ -234,3 +234,62 @@ def test_semver_precedence() -> None:
     for earlier, later in itertools.pairwise(versions):
         assert earlier.compare(later) == -1 and later.compare(earlier) == 1
     assert parse_semver("1.0.0+build.5") == parse_semver("1.0.0")
+
+
+# --- results shared between devices that show the same values ---------------------------------
+
+SHARED_EXPRESSIONS = [
+    'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"',
+    'device.attributes["gpu.nvidia.com"].index >= 2',
+    'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0',
+    '"index" in device.attributes["gpu.nvidia.com"]',
+    'has(device.attributes["gpu.nvidia.com"].index)',
+    'device.attributes["gpu.nvidia.com"].driverVersion.isGreaterThan(semver("550.0.0"))',
+    'device.attributes[device.driver].type == "gpu"',
+]
+
+
+@st.composite
+def small_devices(draw: st.DrawFn) -> list[Device]:
+    devices = []
+    for number in range(draw(st.integers(1, 6))):
+        attributes: dict[str, bool | int | str] = {
+            "gpu.nvidia.com/type": draw(st.sampled_from(["gpu", "mig"]))
+        }
+        if draw(st.booleans()):
+            attributes["gpu.nvidia.com/index"] = draw(st.integers(0, 3))
+        versions: frozenset[str] = frozenset()
+        if draw(st.booleans()):
+            attributes["gpu.nvidia.com/driverVersion"] = draw(
+                st.sampled_from(["535.1.0", "560.2.1"])
+            )
+            versions = frozenset({"gpu.nvidia.com/driverVersion"})
+        memory = draw(st.sampled_from(["24Gi", "80Gi", "40Gi"]))
+        driver = draw(st.sampled_from(["gpu.nvidia.com", "dra.net"]))
+        devices.append(
+            Device(
+                DeviceId(driver, "node", f"dev-{number}"),
+                "node",
+                attributes,
+                versions,
+                {"gpu.nvidia.com/memory": memory},
+            )
+        )
+    return devices
+
+
+def outcome(selectors: DeviceSelectors, device: Device, expression: str) -> object:
+    try:
+        return selectors.evaluate(device, expression)
+    except SelectorError as error:
+        return ("error", str(error))
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_devices())
+def test_a_shared_result_is_what_the_device_alone_gives(devices: list[Device]) -> None:
+    shared = DeviceSelectors()
+    for device in devices:
+        for expression in SHARED_EXPRESSIONS:
+            alone = outcome(DeviceSelectors(), device, expression)
+            assert outcome(shared, device, expression) == alone, (device, expression)

@@ -24,6 +24,7 @@ import celpy
 import celpy.celtypes as ct
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, base_functions
+from lark import Token, Tree
 
 from voltpack.model.devices import AttributeValue, Device, DeviceId
 from voltpack.model.errors import VoltpackError
@@ -413,14 +414,123 @@ def _message(error: BaseException) -> str:
     return text
 
 
+# --- what an expression reads of `device` ---------------------------------------------------
+
+Path = tuple[str, ...]
+"""An access into `device`: ("driver",), ("attributes", domain, id), ("capacity", domain, id),
+("attributes", domain) for a whole domain, ("allowMultipleAllocations",)."""
+_STRING_LITERAL = re.compile(r'^(?:"([^"\\]*)"|\'([^\'\\]*)\')$')
+
+
+def _literal_string(node: Any) -> str | None:
+    """The value of an `expr` subtree that is nothing but a plain string literal."""
+    while isinstance(node, Tree) and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, Token) and node.type == "STRING_LIT":
+        match = _STRING_LITERAL.match(str(node))
+        if match:
+            return match[1] if match[1] is not None else match[2]
+    return None
+
+
+def _device_path(node: Any) -> Path | None:
+    """The access path when `node` (a `member`) reads into `device` with literal keys only."""
+    if not isinstance(node, Tree) or node.data != "member" or len(node.children) != 1:
+        return None
+    child = node.children[0]
+    if not isinstance(child, Tree):
+        return None
+    if child.data == "primary":
+        ident = child.children[0] if child.children else None
+        if isinstance(ident, Tree) and ident.data == "ident" and str(ident.children[0]) == "device":
+            return ()
+        return None
+    if child.data == "member_dot":
+        base = _device_path(child.children[0])
+        return None if base is None else (*base, str(child.children[1]))
+    if child.data == "member_index":
+        base = _device_path(child.children[0])
+        key = _literal_string(child.children[1])
+        return None if base is None or key is None else (*base, key)
+    return None
+
+
+def read_paths(tree: Any) -> frozenset[Path] | None:
+    """What of `device` the expression reads, when every use of `device` is a plain access
+    with literal keys (then its result depends on nothing else); None otherwise."""
+    used: set[Path] = set()
+
+    def visit(node: Any, extended: bool) -> bool:
+        if not isinstance(node, Tree):
+            return True
+        path = _device_path(node) if node.data == "member" else None
+        if path is not None:
+            if not extended:
+                used.add(path)
+            inner = node.children[0]
+            if isinstance(inner, Tree) and inner.data in ("member_dot", "member_index"):
+                return all(visit(c, i == 0) for i, c in enumerate(inner.children))
+            return True
+        if node.data == "ident" and str(node.children[0]) == "device":
+            return False  # `device` used otherwise (e.g. as a whole, or with a computed key)
+        return all(visit(child, False) for child in node.children)
+
+    if not visit(tree, False):
+        return None
+    for path in used:
+        if path in (("driver",), ("allowMultipleAllocations",)):
+            continue
+        if len(path) in (2, 3) and path[0] in ("attributes", "capacity"):
+            continue
+        return None
+    return frozenset(used)
+
+
+_MISSING = object()
+
+
+def _signature(device: Device, paths: frozenset[Path]) -> tuple[object, ...]:
+    """The values an expression reading `paths` sees on `device` (its result depends on
+    nothing else)."""
+    values: list[object] = []
+    for path in sorted(paths):
+        if path == ("driver",):
+            values.append(device.id.driver)
+        elif path == ("allowMultipleAllocations",):
+            values.append(device.allow_multiple_allocations)
+        elif path[0] == "attributes" and len(path) == 3:
+            name = f"{path[1]}/{path[2]}"
+            value = device.attributes.get(name, _MISSING)
+            values.append((value, name in device.versions))
+        elif path[0] == "capacity" and len(path) == 3:
+            values.append(device.capacity.get(f"{path[1]}/{path[2]}", _MISSING))
+        else:  # a whole domain
+            source = device.attributes if path[0] == "attributes" else device.capacity
+            prefix = f"{path[1]}/"
+            values.append(
+                tuple(sorted((k, repr(v)) for k, v in source.items() if k.startswith(prefix)))
+            )
+            if path[0] == "attributes":
+                values.append(tuple(sorted(n for n in device.versions if n.startswith(prefix))))
+    return tuple(values)
+
+
 class DeviceSelectors:
     """Evaluates device selectors. Compiles each distinct expression once and remembers each
     (expression, device) result; a device whose published data changes (same id, different
-    attributes) is evaluated afresh, so one instance may live across scheduling cycles."""
+    attributes) is evaluated afresh, so one instance may live across scheduling cycles.
+
+    An expression that reads `device` only through plain accesses with literal keys (e.g.
+    `device.attributes["gpu.nvidia.com"].productName`) depends on nothing else: its result is
+    shared by every device that shows the same values there, so a thousand identical nodes
+    cost one evaluation, not twelve thousand (errors are still evaluated per device, so that
+    their message names the device)."""
 
     def __init__(self) -> None:
         self._environment = celpy.Environment()
         self._programs: dict[str, Any] = {}
+        self._reads: dict[str, frozenset[Path] | None] = {}
+        self._shared: dict[tuple[str, tuple[object, ...]], bool] = {}
         self._devices: dict[DeviceId, Device] = {}
         self._variables: dict[DeviceId, ct.MapType] = {}
         self._results: dict[DeviceId, dict[str, bool | SelectorError]] = {}
@@ -449,6 +559,7 @@ class DeviceSelectors:
                 raise SelectorError(expression, f"unknown function {name}()")
         program = self._environment.program(tree, functions=KUBERNETES_FUNCTIONS)
         self._programs[expression] = program
+        self._reads[expression] = read_paths(tree)
         return program
 
     def _device_results(self, device: Device) -> dict[str, bool | SelectorError]:
@@ -475,7 +586,16 @@ class DeviceSelectors:
         results = self._device_results(device)
         result = results.get(expression)
         if result is None:
-            result = self._evaluate(device, expression)
+            self._program(expression)
+            reads = self._reads[expression]
+            if reads is None:
+                result = self._evaluate(device, expression)
+            else:
+                key = (expression, _signature(device, reads))
+                shared = self._shared.get(key)
+                result = self._evaluate(device, expression) if shared is None else shared
+                if isinstance(result, bool):
+                    self._shared[key] = result
             results[expression] = result
         if isinstance(result, SelectorError):
             raise result
