@@ -59,9 +59,10 @@ class DraSupport:
             cache.wait_synced(timeout_s)
 
     def cycle(self) -> DraCycle:
-        """This cycle's view of the devices and claims."""
+        """This cycle's view of the devices and claims (read from the cached objects
+        themselves, never changed)."""
         return DraCycle.build(
-            self.slices.items(), self.classes.items(), self.claims.items(), self.selectors
+            self.slices.values(), self.classes.values(), self.claims.values(), self.selectors
         )
 
     def gang_claims(

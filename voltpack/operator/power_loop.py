@@ -166,7 +166,7 @@ class PowerLoop:
         """One control tick; None when there is nothing to control yet."""
         if not self.caches.synced():
             return None
-        nodes = self.caches.nodes.items()
+        nodes = self.caches.nodes.values()  # read only: names and labels, no copy of 1,000s
         node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
         budgets = {b["metadata"]["name"]: b for b in self.caches.budgets.items()}
         gpunodes = {g["metadata"]["name"]: g for g in self.caches.gpunodes.items()}
