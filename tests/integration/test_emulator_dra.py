@@ -178,7 +178,7 @@ def test_nodes_publish_driver_slices(
     assert by_if["mlx5_0"]["resource.kubernetes.io/pcieRoot"].string == roots[0]
     assert by_if["mlx5_0"]["dra.net/linkSpeedMbps"].int == 400_000
     classes = {c.metadata.name for c in resource.list_device_class().items}
-    assert classes == {"gpu.nvidia.com", "dra.net"}
+    assert classes == {"gpu.nvidia.com", "mig.nvidia.com", "dra.net"}
     table = kubectl("get", "resourceslices").stdout
     assert f"{NODE}-gpu.nvidia.com" in table
     bad = kubectl("get", "resourceslices", "--field-selector=spec.pool.name=x", check=False)

@@ -34,6 +34,7 @@ from voltpack.model.host_layout import HostLayout, HostNic
 DRANET_DRIVER = "dra.net"
 GPU_DEVICE_CLASS = "gpu.nvidia.com"
 NIC_DEVICE_CLASS = "dra.net"
+MIG_DEVICE_CLASS = "mig.nvidia.com"
 CLIQUE_ATTRIBUTE = "cliqueId"
 """Published without a domain, so it is `gpu.nvidia.com/cliqueId`."""
 DRIVER_VERSION = "570.133.20"
@@ -257,7 +258,8 @@ def node_resource_slices(
 
 
 def driver_device_classes() -> list[JsonObj]:
-    """The DeviceClasses the two drivers install: `gpu.nvidia.com` and `dra.net`."""
+    """The DeviceClasses the two drivers install: `gpu.nvidia.com`, `mig.nvidia.com` (MIG
+    devices of GPUs in MIG mode) and `dra.net`."""
     return [
         {
             "apiVersion": API_VERSION,
@@ -269,6 +271,21 @@ def driver_device_classes() -> list[JsonObj]:
                         "cel": {
                             "expression": f'device.driver == "{NVIDIA_GPU_DRIVER}" && '
                             f'device.attributes["{NVIDIA_GPU_DRIVER}"].type == "gpu"'
+                        }
+                    }
+                ]
+            },
+        },
+        {
+            "apiVersion": API_VERSION,
+            "kind": "DeviceClass",
+            "metadata": {"name": MIG_DEVICE_CLASS},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f'device.driver == "{NVIDIA_GPU_DRIVER}" && '
+                            f'device.attributes["{NVIDIA_GPU_DRIVER}"].type == "mig"'
                         }
                     }
                 ]

@@ -58,7 +58,7 @@ from voltpack.scheduler.gpu_share_config import (
     sharing_strategy,
 )
 
-DeviceKind = Literal["gpu", "nic", "other"]
+DeviceKind = Literal["gpu", "mig", "nic", "other"]
 GPU_DRIVERS = ("gpu.nvidia.com", "gpu.amd.com")
 NIC_DRIVERS = ("dra.net",)
 NVLINK_CLIQUE_ATTRIBUTE = "gpu.nvidia.com/cliqueId"
@@ -66,10 +66,14 @@ DEFAULT_NIC_RATE_GBIT_S = 400.0
 
 
 def device_kind(device: Device) -> DeviceKind:
-    """A GPU (a GPU driver's device of type `gpu`), a NIC (a NIC driver's), or other."""
+    """A whole GPU (a GPU driver's device of type `gpu`), a MIG device (type `mig`: a
+    partition of a GPU, allocated as a device of its own), a NIC (a NIC driver's), or other."""
     driver = device.id.driver
-    if driver in GPU_DRIVERS and device.attribute(f"{driver}/type") in (None, "gpu"):
+    kind = device.attribute(f"{driver}/type") if driver in GPU_DRIVERS else None
+    if driver in GPU_DRIVERS and kind in (None, "gpu"):
         return "gpu"
+    if kind == "mig":
+        return "mig"
     if driver in NIC_DRIVERS:
         return "nic"
     return "other"
@@ -79,23 +83,34 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def gpu_index(device: Device) -> int | None:
+    """The GPU's index on its node as the driver publishes it (`<driver>/index`)."""
+    return _int(device.attribute(f"{device.id.driver}/index"))
+
+
 @dataclass(frozen=True)
 class NodeDevices:
-    """One node's published devices: GPUs by index, NICs by device name."""
+    """One node's published devices: whole GPUs by slot, NICs by device name.
+
+    A GPU's slot is its position among the node's whole GPUs in index order: the snapshot's
+    GPU columns. It is its index unless some GPU is not published whole (e.g. partitioned
+    into MIG devices, which are allocated as devices of their own)."""
 
     devices: tuple[Device, ...]
     gpus: Mapping[int, Device]
     nics: Mapping[str, Device]
+    slot_of: Mapping[DeviceId, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, devices: Sequence[Device]) -> NodeDevices:
-        gpus: dict[int, Device] = {}
-        for device in devices:
-            index = _int(device.attribute(f"{device.id.driver}/index"))
-            if device_kind(device) == "gpu" and index is not None:
-                gpus[index] = device
+        indexed = sorted(
+            (index, device)
+            for device in devices
+            if device_kind(device) == "gpu" and (index := gpu_index(device)) is not None
+        )
+        gpus = {slot: device for slot, (_, device) in enumerate(indexed)}
         nics = {d.id.name: d for d in devices if device_kind(d) == "nic"}
-        return cls(tuple(devices), gpus, nics)
+        return cls(tuple(devices), gpus, nics, {d.id: slot for slot, d in gpus.items()})
 
     @property
     def gpu_product(self) -> str | None:
@@ -108,8 +123,6 @@ class NodeDevices:
     def layout(self) -> HostLayout | None:
         """NVLink domains from the GPUs' clique, NICs with the GPUs on their PCIe root."""
         count = len(self.gpus)
-        if sorted(self.gpus) != list(range(count)):
-            return None  # indices with gaps: the snapshot's GPU slots would not line up
         cliques: dict[object, list[int]] = {}
         for index, device in sorted(self.gpus.items()):
             clique = device.attribute(NVLINK_CLIQUE_ATTRIBUTE)
@@ -235,9 +248,9 @@ class DraCycle:
             if row is None:
                 continue
             kind = device_kind(device)
-            index = _int(device.attribute(f"{device.id.driver}/index"))
-            if kind == "gpu" and index is not None and index < snapshot.gpu_free_milli.shape[1]:
-                snapshot.gpu_free_milli[row, index] = 0
+            slot = self.nodes[node].slot_of.get(device_id)
+            if slot is not None and slot < snapshot.gpu_free_milli.shape[1]:
+                snapshot.gpu_free_milli[row, slot] = 0
             layout = snapshot.layouts[row]
             if kind == "nic" and layout is not None:
                 slots = {nic.name: slot for slot, nic in enumerate(layout.nics)}
@@ -357,7 +370,7 @@ class DraCycle:
         return describe_devices(
             allocations,
             {str(d.id): d for d in found.devices},
-            {str(d.id): index for index, d in found.gpus.items()},
+            {str(d.id): gpu_index(d) or 0 for d in found.gpus.values()},
             domains,
         )
 
