@@ -47,6 +47,7 @@ from tests.integration.prometheus import (
     running_prometheus,
 )
 from voltpack.emulator import EmulatorConfig, running_emulator
+from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
 from voltpack.model import Node
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -262,6 +263,22 @@ def scheduling_operator() -> Iterator[Operator]:
             core.create_namespaced_pod("default", pod_manifest(f"w-{index}", gpus=gpus))
         core.create_namespaced_pod(
             "default", pod_manifest("share", annotations={"voltpack.io/gpu-milli": "300"})
+        )
+        # devices a DRA driver publishes for a node, one of them allocated: the DRA panel
+        resource = client.ResourceV1Api(api)
+        for device_class in driver_device_classes():
+            resource.create_device_class(device_class)
+        for resource_slice in node_resource_slices("dra-node-0", "H100", None):
+            resource.create_resource_slice(resource_slice)
+        resource.create_namespaced_resource_claim("default", {
+            "metadata": {"name": "held"},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        })  # fmt: skip
+        result = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "dra-node-0",
+                  "device": "gpu-0"}  # fmt: skip
+        resource.patch_namespaced_resource_claim_status(
+            "held", "default", {"status": {"allocation": {"devices": {"results": [result]}}}}
         )
         config = OperatorConfig(
             policy=policy_for_strategy("best-fit"),
