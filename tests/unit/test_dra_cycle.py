@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
 from voltpack.model import Node
+from voltpack.model.errors import InvalidRequestError
 from voltpack.model.workload import Pod
 from voltpack.operator.cluster_view import build_snapshot
 from voltpack.operator.dra_cycle import DraCycle, device_kind
@@ -104,3 +107,30 @@ def test_a_claim_for_a_mig_device_gets_one_and_takes_no_whole_gpu() -> None:
     (device,) = allocation.devices()
     assert device.name.startswith("gpu-2-mig-1g10gb-")
     assert dra.chosen((allocation,)) == ((), ())  # no whole GPU recorded on the pod
+
+
+def test_a_reason_shared_by_claims_of_one_shape_names_each_pods_own_claim() -> None:
+    b200 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200"'
+    claims = []
+    for name in ("first", "second"):
+        body = claim(name)
+        body["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+            {"cel": {"expression": b200}}
+        ]
+        claims.append(body)
+    dra = DraCycle.build(
+        node_resource_slices("node-a", "H100", None),
+        driver_device_classes(),
+        claims,
+        DeviceSelectors(),
+    )
+    for name in ("first", "second"):
+        pod = {
+            "metadata": {"name": f"pod-{name}", "namespace": "ml"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": name}]},
+        }
+        with pytest.raises(InvalidRequestError) as refused:
+            dra.request(pod, Pod(name=f"ml/pod-{name}", cpu_milli=1, memory_mib=1))
+        assert f"claim ml/{name}: request gpu: 0 of 12 devices" in str(refused.value)
+        other = "second" if name == "first" else "first"
+        assert f"ml/{other}" not in str(refused.value)

@@ -157,8 +157,11 @@ class DraCycle:
     in_use: set[DeviceId]
     selectors: DeviceSelectors
     _kinds: dict[str, DeviceKind] = field(default_factory=dict)
-    _fits: dict[tuple[object, ...], dict[str, str]] = field(default_factory=dict)
-    """`nodes_that_fit` by the shape of the claims (pods of one template ask alike)."""
+    _fits: dict[tuple[object, ...], tuple[tuple[str, ...], dict[str, str]]] = field(
+        default_factory=dict
+    )
+    """`nodes_that_fit` by the shape of the claims (pods of one template ask alike), with the
+    keys of the claims it was computed for (its reasons name them)."""
     _views: dict[bool, dict[str, Sequence[Device]]] = field(default_factory=dict)
 
     def devices_for(self, share: bool) -> dict[str, Sequence[Device]]:
@@ -301,11 +304,20 @@ class DraCycle:
     def _nodes_that_fit(self, claims: Sequence[ClaimRequest], share: bool) -> dict[str, str]:
         """Where these claims could be allocated (before this cycle's allocations)."""
         shape = (share, *((claim.requests, claim.constraints) for claim in claims))
+        keys = tuple(claim.key for claim in claims)
         if shape not in self._fits:
-            self._fits[shape] = nodes_that_fit(
-                claims, self.devices_for(share), self.in_use, self.selectors
-            )
-        return self._fits[shape]
+            fits = nodes_that_fit(claims, self.devices_for(share), self.in_use, self.selectors)
+            self._fits[shape] = (keys, fits)
+        first_keys, fits = self._fits[shape]
+        if first_keys == keys:
+            return fits
+        renamed = {}  # the same verdicts, naming this pod's claims
+        for node, why in fits.items():
+            text = why
+            for old_key, new_key in zip(first_keys, keys, strict=True):
+                text = text.replace(f"claim {old_key}", f"claim {new_key}")
+            renamed[node] = text
+        return renamed
 
     def _with_share(
         self, allocation: ClaimAllocation, share_milli: int, strategy: SharingStrategy
