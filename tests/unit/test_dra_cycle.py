@@ -11,7 +11,8 @@ from voltpack.model import Node
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.workload import Pod
 from voltpack.operator.cluster_view import build_snapshot
-from voltpack.operator.dra_cycle import DraCycle, device_kind
+from voltpack.operator.dra_cycle import DraCycle
+from voltpack.operator.dra_devices import device_kind
 from voltpack.operator.translate import node_to_k8s
 from voltpack.scheduler.device_selectors import DeviceSelectors
 from voltpack.scheduler.dra_allocation import Unsatisfiable

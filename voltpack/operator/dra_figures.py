@@ -1,6 +1,6 @@
 """Dynamic Resource Allocation devices as the metrics count them and the admin API shows them.
 
-- `dra_device_counts`: published devices by driver, kind (`dra_cycle.device_kind`) and state
+- `dra_device_counts`: published devices by driver, kind (`dra_devices.device_kind`) and state
   (allocated to any claim, whoever allocated it, or free); the `voltpack_dra_devices` gauge.
 - `pod_devices`: a pod's claims with the devices allocated to each (driver, pool, device, the
   request it serves, its node, a GPU's index, any device's PCIe root); for a pod without
@@ -17,7 +17,7 @@ from typing import Any
 
 from voltpack.model.admin import ClaimView, DeviceView
 from voltpack.model.devices import PCIE_ROOT_ATTRIBUTE, Device, DeviceId
-from voltpack.operator.dra_cycle import GPU_DRIVERS, NIC_DRIVERS, DeviceKind, device_kind
+from voltpack.operator.dra_devices import GPU_DRIVERS, NIC_DRIVERS, DeviceKind, device_kind
 from voltpack.operator.dra_view import devices_by_node, pod_claim_keys, uses_claims
 from voltpack.operator.translate import gpu_indices, pod_nics
 
