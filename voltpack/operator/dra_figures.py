@@ -17,8 +17,20 @@ from typing import Any
 
 from voltpack.model.admin import ClaimView, DeviceView
 from voltpack.model.devices import PCIE_ROOT_ATTRIBUTE, Device, DeviceId
-from voltpack.operator.dra_devices import GPU_DRIVERS, NIC_DRIVERS, DeviceKind, device_kind
-from voltpack.operator.dra_view import devices_by_node, pod_claim_keys, uses_claims
+from voltpack.operator.dra_devices import (
+    GPU_DRIVERS,
+    NIC_DRIVERS,
+    DeviceKind,
+    device_kind,
+    gpu_index,
+)
+from voltpack.operator.dra_view import (
+    allocation_node,
+    allocation_results,
+    devices_by_node,
+    pod_claim_keys,
+    uses_claims,
+)
 from voltpack.operator.translate import gpu_indices, pod_nics
 
 DeviceCountKey = tuple[str, str, str]
@@ -28,22 +40,6 @@ DeviceCountKey = tuple[str, str, str]
 def published_devices(slices: Iterable[Mapping[str, Any]]) -> dict[DeviceId, Device]:
     """Every device of the ResourceSlices (newest pool generations, slices tied to a node)."""
     return {device.id: device for devices in devices_by_node(slices).values() for device in devices}
-
-
-def allocation_results(claim: Mapping[str, Any]) -> list[tuple[str, DeviceId]]:
-    """(request, device) of each result of a claim's `status.allocation`, in order."""
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return [
-        (
-            str(result.get("request", "")),
-            DeviceId(
-                str(result.get("driver", "")),
-                str(result.get("pool", "")),
-                str(result.get("device", "")),
-            ),
-        )
-        for result in (allocation.get("devices") or {}).get("results") or []
-    ]
 
 
 def allocated_devices(claims: Iterable[Mapping[str, Any]]) -> set[DeviceId]:
@@ -80,10 +76,6 @@ def dra_device_counts(
     return counts
 
 
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _allocated_view(
     claim_key: str,
     request: str,
@@ -97,7 +89,7 @@ def _allocated_view(
     root = None
     if device is not None:
         if kind == "gpu":
-            index = _int(device.attribute(f"{device_id.driver}/index"))
+            index = gpu_index(device)
         found_root = device.attribute(PCIE_ROOT_ATTRIBUTE)
         root = str(found_root) if found_root is not None else None
     return DeviceView(
@@ -114,22 +106,13 @@ def _allocated_view(
     )
 
 
-def _claim_node(claim: Mapping[str, Any]) -> str | None:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
-        for match in term.get("matchFields") or []:
-            if match.get("key") == "metadata.name" and match.get("values"):
-                return str(match["values"][0])
-    return None
-
-
 def _claim_view(
     key: str, claim: Mapping[str, Any] | None, published: Mapping[DeviceId, Device]
 ) -> ClaimView:
     if claim is None:
         return ClaimView(name=key, allocated=False, problem=f"ResourceClaim {key} does not exist")
     allocation = (claim.get("status") or {}).get("allocation")
-    node = _claim_node(claim)
+    node = allocation_node(claim)
     devices = [
         _allocated_view(key, request, device_id, node, published)
         for request, device_id in allocation_results(claim)

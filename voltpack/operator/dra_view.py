@@ -186,8 +186,28 @@ def device_classes(classes: Iterable[Mapping[str, Any]]) -> dict[str, DeviceClas
     return found
 
 
-def _allocated_node(allocation: Mapping[str, Any]) -> str | None:
-    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+def _allocation(claim: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (claim.get("status") or {}).get("allocation") or {}
+
+
+def _results(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((_allocation(claim).get("devices") or {}).get("results") or [])
+
+
+def allocation_results(claim: Mapping[str, Any]) -> list[tuple[str, DeviceId]]:
+    """(request, device) of each result of a claim's `status.allocation`, in order."""
+    return [
+        (
+            str(r.get("request", "")),
+            DeviceId(str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))),
+        )
+        for r in _results(claim)
+    ]
+
+
+def allocation_node(claim: Mapping[str, Any]) -> str | None:
+    """The node a claim's allocation is on (its node selector's `metadata.name`), or None."""
+    for term in (_allocation(claim).get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
         for field_match in term.get("matchFields") or []:
             if field_match.get("key") == "metadata.name" and field_match.get("values"):
                 return str(field_match["values"][0])
@@ -232,13 +252,10 @@ def claim_state(claim: Mapping[str, Any], classes: Mapping[str, DeviceClassSpec]
     key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     devices_spec = (claim.get("spec") or {}).get("devices") or {}
     status = claim.get("status") or {}
-    allocation = status.get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    allocated = tuple(
-        DeviceId(str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
-        for r in results
+    allocated = tuple(device for _, device in allocation_results(claim))
+    shared = frozenset(
+        d for d, r in zip(allocated, _results(claim), strict=True) if r.get("shareID")
     )
-    shared = frozenset(d for d, r in zip(allocated, results, strict=True) if r.get("shareID"))
     reserved = tuple(
         str(ref.get("uid", "")) for ref in status.get("reservedFor") or [] if ref.get("uid")
     )
@@ -274,7 +291,7 @@ def claim_state(claim: Mapping[str, Any], classes: Mapping[str, DeviceClassSpec]
         request=request,
         problem="; ".join(problems),
         allocated=allocated,
-        node=_allocated_node(allocation) if allocation else None,
+        node=allocation_node(claim),
         reserved_for=reserved,
         shared=shared,
         raw=claim,
