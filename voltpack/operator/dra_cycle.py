@@ -409,12 +409,9 @@ def _share_of(pod: Mapping[str, Any]) -> tuple[int, SharingStrategy] | None:
 
 
 def _allocated(state: ClaimState, allocation: ClaimAllocation) -> ClaimState:
-    return ClaimState(
-        key=state.key,
-        uid=state.uid,
-        request=state.request,
+    return replace(
+        state,
         allocated=allocation.devices(),
         node=allocation.node,
-        reserved_for=state.reserved_for,
-        raw=state.raw,
+        shared=frozenset(r.device for r in allocation.results if r.share_id is not None),
     )

@@ -64,13 +64,7 @@ class RecoveryPolicy:
 
 def recovery_policy(spec: RecoverySpec) -> RecoveryPolicy:
     """The recovery settings of a policy file's `spec.recovery`."""
-    return RecoveryPolicy(
-        isolation=spec.isolation,
-        shrink=spec.shrink,
-        max_restarts=spec.max_restarts,
-        budget_window_s=spec.budget_window_s,
-        backoff_s=spec.backoff_s,
-    )
+    return RecoveryPolicy(**spec.model_dump())
 
 
 RESTART_ALL = RecoveryPolicy(isolation="node", shrink=False)
