@@ -135,3 +135,24 @@ def test_a_reason_shared_by_claims_of_one_shape_names_each_pods_own_claim() -> N
         assert f"claim ml/{name}: request gpu: 0 of 12 devices" in str(refused.value)
         other = "second" if name == "first" else "first"
         assert f"ml/{other}" not in str(refused.value)
+
+
+def test_requests_of_one_class_are_told_apart_by_their_own_selectors() -> None:
+    nowhere = claim("nowhere")
+    nowhere["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "B200"'}}
+    ]
+    dra = DraCycle.build(
+        node_resource_slices("node-a", "H100", None),
+        driver_device_classes(),
+        [nowhere, claim("any")],
+        DeviceSelectors(),
+    )
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "nowhere"}]},
+    }
+    with pytest.raises(InvalidRequestError):
+        dra.request(pod, Pod(name="ml/p", cpu_milli=1, memory_mib=1))
+    pod["spec"]["resourceClaims"][0]["resourceClaimName"] = "any"
+    assert dra.request(pod, Pod(name="ml/p", cpu_milli=1, memory_mib=1)).num_gpu == 1

@@ -73,7 +73,7 @@ class DraCycle:
     claims: dict[str, ClaimState]
     in_use: set[DeviceId]
     selectors: DeviceSelectors
-    _kinds: dict[str, DeviceKind] = field(default_factory=dict)
+    _kinds: dict[tuple[str, ...], DeviceKind] = field(default_factory=dict)
     _fits: dict[tuple[object, ...], tuple[tuple[str, ...], dict[str, str]]] = field(
         default_factory=dict
     )
@@ -192,18 +192,19 @@ class DraCycle:
             states.append(state)
         return states
 
-    def _kind_of_request(self, device_class: str, selectors: Sequence[str]) -> DeviceKind:
-        """The kind of the devices a request's selectors match (the first one found)."""
-        if device_class not in self._kinds:
-            self._kinds[device_class] = "other"
+    def _kind_of_request(self, selectors: tuple[str, ...]) -> DeviceKind:
+        """The kind of the devices a request's selectors (its class's and its own) match, the
+        first one found."""
+        if selectors not in self._kinds:
+            self._kinds[selectors] = "other"
             for devices in self.nodes.values():
                 match = next(
                     (d for d in devices.devices if self.selectors.matches(d, selectors)), None
                 )
                 if match is not None:
-                    self._kinds[device_class] = device_kind(match)
+                    self._kinds[selectors] = device_kind(match)
                     break
-        return self._kinds[device_class]
+        return self._kinds[selectors]
 
     def _held_whole(self, allocations: Iterable[Sequence[ClaimAllocation]]) -> None:
         """Devices just allocated whole are no longer shareable for the rest of the cycle."""
@@ -312,7 +313,7 @@ class DraCycle:
         try:
             for claim in pending:
                 for one in claim.requests:
-                    kind = self._kind_of_request(one.device_class, one.selectors)
+                    kind = self._kind_of_request(one.selectors)
                     if kind == "gpu" and not one.all_devices:
                         gpus += one.count
                     nic = nic or kind == "nic"
