@@ -65,6 +65,11 @@ from voltpack.scheduler.gpu_share_config import (
 )
 
 
+def node_devices(slices: Iterable[Mapping[str, Any]]) -> dict[str, NodeDevices]:
+    """Every node's published devices (`devices_by_node`), as `NodeDevices`."""
+    return {name: NodeDevices.of(found) for name, found in devices_by_node(slices).items()}
+
+
 @dataclass
 class DraCycle:
     """The DRA objects of one cycle, and the claims allocated in it so far."""
@@ -110,8 +115,19 @@ class DraCycle:
         selectors: DeviceSelectors,
     ) -> DraCycle:
         """From the listed ResourceSlices, DeviceClasses and ResourceClaims."""
+        return cls.with_nodes(node_devices(slices), classes, claims, selectors)
+
+    @classmethod
+    def with_nodes(
+        cls,
+        nodes: dict[str, NodeDevices],
+        classes: Iterable[Mapping[str, Any]],
+        claims: Iterable[Mapping[str, Any]],
+        selectors: DeviceSelectors,
+    ) -> DraCycle:
+        """From the nodes' devices (`node_devices`, kept while the slices do not change) and
+        the listed DeviceClasses and ResourceClaims."""
         states = claim_states(claims, device_classes(classes))
-        nodes = {name: NodeDevices.of(found) for name, found in devices_by_node(slices).items()}
         return cls(nodes, states, devices_in_use(states.values()), selectors)
 
     @property
@@ -142,7 +158,7 @@ class DraCycle:
         """Host layouts of the nodes whose GPUs are published in slices."""
         found = {}
         for name, devices in self.nodes.items():
-            layout = devices.layout() if devices.gpus else None
+            layout = devices.layout if devices.gpus else None
             if layout is not None:
                 found[name] = layout
         return found
@@ -291,7 +307,7 @@ class DraCycle:
         found = self.nodes.get(allocations[0].node) if allocations else None
         if found is None:
             return ""
-        layout = found.layout()
+        layout = found.layout
         domains = (
             {gpu: number for number, group in enumerate(layout.nvlink_domains) for gpu in group}
             if layout is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from voltpack.model.devices import (
@@ -82,7 +83,8 @@ class NodeDevices:
                 return product
         return None
 
-    def layout(self) -> HostLayout | None:
+    @cached_property
+    def layout(self) -> HostLayout:
         """NVLink domains from the GPUs' clique, NICs with the GPUs on their PCIe root."""
         count = len(self.gpus)
         cliques: dict[object, list[int]] = {}

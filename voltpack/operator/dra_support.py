@@ -18,7 +18,8 @@ from kubernetes.client import ApiClient, ResourceV1Api
 from voltpack.model.decision import Placement
 from voltpack.model.errors import InvalidRequestError
 from voltpack.operator.cache import ResourceCache
-from voltpack.operator.dra_cycle import DraCycle
+from voltpack.operator.dra_cycle import DraCycle, node_devices
+from voltpack.operator.dra_devices import NodeDevices
 from voltpack.operator.dra_view import pod_claim_keys
 from voltpack.operator.dra_writer import ClaimWrite, write_claims
 from voltpack.operator.setup_problems import SetupLog
@@ -48,6 +49,8 @@ class DraSupport:
             "resourceclaims", self.api.list_resource_claim_for_all_namespaces, setup
         )
         self.selectors = DeviceSelectors()
+        self._slice_versions: frozenset[tuple[str, str]] = frozenset()
+        self._nodes: dict[str, NodeDevices] = {}
 
     def start(self, stop: threading.Event) -> None:
         for cache in (self.slices, self.classes, self.claims):
@@ -61,8 +64,15 @@ class DraSupport:
     def cycle(self) -> DraCycle:
         """This cycle's view of the devices and claims (read from the cached objects
         themselves, never changed)."""
-        return DraCycle.build(
-            self.slices.values(), self.classes.values(), self.claims.values(), self.selectors
+        slices = self.slices.values()
+        versions = frozenset(
+            (item["metadata"].get("name"), item["metadata"].get("resourceVersion"))
+            for item in slices
+        )
+        if versions != self._slice_versions:  # parse the devices only when a slice changed
+            self._nodes, self._slice_versions = node_devices(slices), versions
+        return DraCycle.with_nodes(
+            self._nodes, self.classes.values(), self.claims.values(), self.selectors
         )
 
     def gang_claims(
