@@ -108,6 +108,7 @@ class PodLifecycle:
                     handle = self._timers.pop((uid, step), None)
                     if handle is not None:
                         handle.cancel()
+                self._warned = {seen for seen in self._warned if seen[0] != uid}
             else:
                 self._consider(event.obj)
         elif event.key == NODES.key and event.type != DELETED:
