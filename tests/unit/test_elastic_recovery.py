@@ -154,6 +154,22 @@ def test_an_elastic_job_shrinks_in_place_and_tells_the_others_the_world_size() -
     assert recovery.shrinks == 1 and recovery.restarts == 0
 
 
+def test_a_shrink_is_not_repeated_while_the_cache_still_shows_the_deleted_workers() -> None:
+    core = FakeCore()
+    recovery = GangRecovery(core, RecoveryPolicy(), Clock())  # type: ignore[arg-type]
+    elastic = job("el", 8, min_workers=6)
+    pods = running(elastic, "node-0")
+    faults = [reset("node-0", 2), reset("node-0", 5)]
+    cycle(recovery, [elastic], pods, faults)
+    assert sorted(core.deleted) == ["el-worker-2", "el-worker-5"]
+    # the watch has not yet reported the deletions: the same pods again, then one of them
+    for stale in (pods, [p for p in pods if p["metadata"]["name"] != "el-worker-2"]):
+        plan = cycle(recovery, [elastic], stale, faults)["default/el"]
+        assert plan.skip == frozenset({2, 5}) and plan.world_size == 6
+    assert len(core.deleted) == 2 and recovery.shrinks == 1 and recovery.restarts == 0
+    assert [reason for reason, _ in core.events] == ["ShrunkInPlace"]
+
+
 def test_an_elastic_job_that_would_fall_below_its_minimum_restarts_whole() -> None:
     core = FakeCore()
     recovery = GangRecovery(core, RecoveryPolicy(), Clock())  # type: ignore[arg-type]

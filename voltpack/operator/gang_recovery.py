@@ -84,6 +84,8 @@ class _JobState:
     """Worker indices an elastic job runs without."""
     draining: set[str] = field(default_factory=set)
     """UIDs of pods deleted for a restart that the cache still shows."""
+    shed: set[str] = field(default_factory=set)
+    """UIDs of workers deleted in a shrink that the cache still shows (not hit twice)."""
     rejoin: dict[int, int] = field(default_factory=dict)
     """Worker index -> rank of workers created to grow the job back, until bound."""
     message: str = ""
@@ -228,10 +230,12 @@ class GangRecovery:
             state = self._state[key] = self._seed(job, key, now)
         present = {str(w["metadata"].get("uid")) for w in workers}
         state.draining &= present
+        state.shed &= present
         alive = [
             w
             for w in workers
             if not w["metadata"].get("deletionTimestamp")
+            and str(w["metadata"].get("uid")) not in state.shed
             and (w.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
         bound = [w for w in alive if (w.get("spec") or {}).get("nodeName")]
@@ -307,6 +311,7 @@ class GangRecovery:
             for pod in bound:
                 if pod["metadata"]["name"] in hits:
                     self._delete(pod)
+                    state.shed.add(str(pod["metadata"].get("uid")))
                     index = worker_index(name, pod["metadata"]["name"])
                     if index is not None:
                         state.missing.add(index)
