@@ -49,6 +49,7 @@ def api_schema(emulator: RunningEmulator, tmp_path: Path) -> Iterator[Any]:
     )
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
     runner.shutdown()
+    source.close()
     kube.close()
 
 

@@ -2,9 +2,9 @@
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -135,9 +135,29 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+@runtime_checkable
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+def _closing_sources(deps: ApiDependencies) -> Callable[[FastAPI], Any]:
+    """The app's lifespan: at shutdown, sources that hold watches or connections
+    (e.g. `KubeAdminSource`) are closed."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        for part in {id(p): p for p in (deps.cluster, deps.policies, deps.inference)}.values():
+            if isinstance(part, _Closeable):
+                part.close()
+
+    return lifespan
+
+
 def create_app(deps: ApiDependencies) -> FastAPI:
-    """The FastAPI application over `deps`."""
+    """The FastAPI application over `deps`; its sources are closed when it shuts down."""
     app = FastAPI(
+        lifespan=_closing_sources(deps),
         title="voltpack admin API",
         version=__version__,
         description="Cluster state, scheduling decisions, power, policies and what-if runs.",
