@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from kubernetes import watch
 from urllib3.exceptions import ProtocolError
 
-from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.kube import REQUEST_TIMEOUT_S, api_message, call_json, status_code
 from voltpack.operator.setup_problems import SetupLog
 
 log = logging.getLogger(__name__)
@@ -196,6 +196,8 @@ class ResourceCache:
             resource_version=resource_version,
             timeout_seconds=WATCH_TIMEOUT_S,
             allow_watch_bookmarks=True,
+            # the server ends the watch after WATCH_TIMEOUT_S: a longer silence is a dead link
+            _request_timeout=(REQUEST_TIMEOUT_S[0], WATCH_TIMEOUT_S * 2),
         ):
             if stop.is_set():
                 watcher.stop()

@@ -8,13 +8,20 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+REQUEST_TIMEOUT_S = (10.0, 60.0)
+"""(connect, read) seconds for one API request: a connection that died without a reset (an
+API server failover, a dropped route) fails the call instead of hanging the caller forever,
+as client-go's HTTP/2 health checks do."""
+
 
 def call_json(function: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Call a client method without model deserialisation; return the reply as a dict.
 
     The client cannot parse some replies a real API server sends (e.g. the `Status` a
     `pods/binding` create returns, kubernetes-client/python#825), so voltpack reads them raw.
+    A request without `_request_timeout` gets `REQUEST_TIMEOUT_S`.
     """
+    kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT_S)
     response = function(*args, _preload_content=False, **kwargs)
     data = response.data
     if not data:
