@@ -133,16 +133,22 @@ def kubectl(emulator: RunningEmulator, tmp_path: Path) -> Kubectl:
 
 
 def wait_for(
-    condition: Callable[[], Any], *, timeout_s: float = 10.0, what: str = "condition"
+    condition: Callable[[], Any],
+    *,
+    timeout_s: float = 10.0,
+    what: str = "condition",
+    explain: Callable[[], str] | None = None,
 ) -> Any:
-    """Poll until `condition()` is truthy and return it; fail after a generous deadline."""
+    """Poll until `condition()` is truthy and return it; fail after a generous deadline
+    (`explain`: what the failure message adds, e.g. the state the wait saw last)."""
     deadline = time.monotonic() + timeout_s
     while True:
         result = condition()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{detail}")
         time.sleep(0.01)
 
 

@@ -6,6 +6,7 @@ API say why."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,24 @@ def job_events(core: client.CoreV1Api, job: str) -> list[Any]:
     ]
 
 
+def job_story(core: client.CoreV1Api, operator: Any, job: str) -> str:
+    """What a failed wait saw: the job's pods, its Events and the recovery's counters."""
+    pods = core.list_namespaced_pod("default", label_selector=f"voltpack.io/job={job}").items
+    lines = [
+        f"pod {p.metadata.name} uid={p.metadata.uid} node={p.spec.node_name} "
+        f"phase={p.status.phase if p.status else None} deleting={p.metadata.deletion_timestamp} "
+        f"world-size={(p.metadata.annotations or {}).get('voltpack.io/world-size')}"
+        for p in pods
+    ]
+    lines += [f"event {e.reason}: {e.message}" for e in job_events(core, job)]
+    recovery = operator.recovery
+    lines.append(
+        f"recovery: shrinks={recovery.shrinks} restarts={recovery.restarts} "
+        f"grows={recovery.grows} failed cycles={operator.stats.failed_cycles}"
+    )
+    return "\n".join(lines)
+
+
 def gpujob(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     return custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
         GROUP, VERSION, "default", "gpujobs", name
@@ -144,7 +163,7 @@ def test_a_fault_under_a_running_gang_cordons_the_gpu_and_restarts_the_gang_off_
         GROUP, VERSION, "default", "gpujobs", gpu_job_manifest("train", workers=8, gpus=1)
     )
     source = KubeAdminSource(api, policy_for_strategy("best-fit"), "", stale_after_s=60)
-    with operator_config_thread(cluster) as operator:
+    with closing(source), operator_config_thread(cluster) as operator:
         wait_for(lambda: len(bound(core, "train")) == 8, timeout_s=30, what="gang of 8 bound")
         first = {p.metadata.name: p for p in bound(core, "train")}
         victim = first["train-worker-3"]
@@ -194,7 +213,6 @@ def test_a_fault_under_a_running_gang_cordons_the_gpu_and_restarts_the_gang_off_
         )
         # the GPU stays out until the agent clears the fault; no further restart meanwhile
         assert operator.recovery.restarts == 1
-    source.close()
 
 
 def operator_config_thread(cluster: RunningEmulator) -> Any:
@@ -227,7 +245,12 @@ def test_an_elastic_job_shrinks_on_faults_to_its_minimum_and_grows_back_when_the
                 p.metadata.annotations.get("voltpack.io/world-size") == "7" for p in now
             )
 
-        wait_for(shrunk, timeout_s=30, what="shrunk to 7 with world size 7")
+        wait_for(
+            shrunk,
+            timeout_s=30,
+            what="shrunk to 7 with world size 7",
+            explain=lambda: job_story(core, operator, "elastic"),
+        )
         survivors = {p.metadata.name: p.metadata.uid for p in bound(core, "elastic")}
         assert "elastic-worker-5" not in survivors
         assert all(first[n].metadata.uid == uid for n, uid in survivors.items())  # not restarted
@@ -318,7 +341,12 @@ def test_one_node_fault_shrinks_an_elastic_job_from_8_to_6_and_it_grows_back(
                 p.metadata.annotations.get("voltpack.io/world-size") == str(size) for p in now
             )
 
-        wait_for(lambda: at_size(6), timeout_s=30, what="shrunk to 6 with world size 6")
+        wait_for(
+            lambda: at_size(6),
+            timeout_s=30,
+            what="shrunk to 6 with world size 6",
+            explain=lambda: job_story(core, operator, "wide"),
+        )
         survivors = {p.metadata.name: p.metadata.uid for p in bound(core, "wide")}
         assert set(survivors) == set(first) - set(on_node)
         assert all(first[n].metadata.uid == uid for n, uid in survivors.items())  # in place
@@ -332,7 +360,12 @@ def test_one_node_fault_shrinks_an_elastic_job_from_8_to_6_and_it_grows_back(
         assert sorted(missing) == sorted(int(n.rsplit("-", 1)[1]) for n in on_node)
 
         write_gpus(custom, node, {})  # the node rebooted and its agent reports it healthy
-        wait_for(lambda: at_size(8), timeout_s=30, what="grown back to 8")
+        wait_for(
+            lambda: at_size(8),
+            timeout_s=30,
+            what="grown back to 8",
+            explain=lambda: job_story(core, operator, "wide"),
+        )
         back = {p.metadata.name: p for p in bound(core, "wide")}
         assert sorted(int(p.metadata.annotations["voltpack.io/rank"]) for p in back.values()) == [
             *range(8)
@@ -463,7 +496,7 @@ def test_an_xid_from_the_fake_nvml_through_the_agent_restarts_the_gang_off_that_
     source = KubeAdminSource(api, policy_for_strategy("best-fit"), "", stale_after_s=60)
     state = write_state(tmp_path / "nvml-state", [FakeGpu() for _ in range(8)])
     monkeypatch.setenv(STATE_ENV, str(state))
-    with operator_config_thread(cluster) as operator, NvmlBackend() as backend:
+    with closing(source), operator_config_thread(cluster) as operator, NvmlBackend() as backend:
         wait_for(lambda: len(bound(core, "train")) == 8, timeout_s=30, what="gang of 8 bound")
         first = bound(core, "train")
         victim = first[0]
@@ -485,4 +518,3 @@ def test_an_xid_from_the_fake_nvml_through_the_agent_restarts_the_gang_off_that_
             timeout_s=10,
             what="the admin API's explanation",
         )
-    source.close()
