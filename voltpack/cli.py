@@ -8,45 +8,16 @@ import signal
 import socket
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
-import uvicorn
-from kubernetes.client import CustomObjectsApi
 from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from voltpack import __version__
-from voltpack.api.app import ApiDependencies, create_app
-from voltpack.api.auth import KubernetesAuth, StaticTokens
-from voltpack.emulator import EmulatorConfig, EmulatorState, serve
-from voltpack.forecast.capacity import plan_capacity
 from voltpack.forecast.default_model import DEFAULT_MODEL
-from voltpack.forecast.headroom import power_headroom
-from voltpack.forecast.registry import make_forecaster
-from voltpack.forecast.series import TimeSeries
-from voltpack.live_demo import ClusterCounts, run_live_demo
 from voltpack.model.errors import ForecastError, VoltpackError
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.connect import api_client
-from voltpack.operator.gpunode_sync import GpuNodeSync
-from voltpack.operator.inference_admin import KubeInferenceSource
-from voltpack.operator.runner import Operator, OperatorConfig
-from voltpack.perf.throughput_table import load_gavel_throughputs
-from voltpack.policies.fair_share import ordering_summaries
-from voltpack.policies.hetero.registry import allocation_policy_summaries, make_allocation_policy
-from voltpack.policies.power.registry import power_policy_summaries
-from voltpack.policies.registry import strategy_names, strategy_summaries
-from voltpack.policies.schema import (
-    PolicyFile,
-    example_policy_path,
-    load_policy,
-    policy_for_strategy,
-)
 from voltpack.sim.datasets import (
     DEFAULT_INVENTORY,
     INVENTORIES,
@@ -57,18 +28,23 @@ from voltpack.sim.datasets import (
     inventory_nodes,
     openb_dir,
 )
-from voltpack.sim.experiment import ArrivalOrder
-from voltpack.sim.forecast_targets import build_targets
-from voltpack.sim.forecast_targets.summary import target_rows
-from voltpack.sim.hetero import RoundConfig, RoundSimulator, parse_gavel_cluster, summarize
-from voltpack.sim.report import PolicySummary, write_reports
-from voltpack.sim.runner import ExperimentPlan, run_plan
-from voltpack.sim.traces.gavel import load_gavel_trace
 from voltpack.sim.traces.openb import load_nodes, load_pods
-from voltpack.telemetry.agent import run_agent
-from voltpack.telemetry.backends import open_backend
 from voltpack.telemetry.faults import DEFAULT_XID_HOLD_S
-from voltpack.telemetry.podresources.client import DEFAULT_SOCKET, CachedPodMapping
+from voltpack.telemetry.podresources import DEFAULT_SOCKET
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from voltpack.forecast.series import TimeSeries
+    from voltpack.operator.gpunode_sync import GpuNodeSync
+    from voltpack.policies.schema import PolicyFile
+    from voltpack.sim.experiment import ArrivalOrder
+    from voltpack.sim.report import PolicySummary
+    from voltpack.sim.runner import ExperimentPlan
+
+# Each command imports what it runs when it runs: the operator, the API, the simulators and the
+# forecasters together took 4-7 s to import, which every `voltpack --help`, every agent start
+# and every operator restart paid (ruff's PLC0415 is waived for this file in pyproject.toml).
 
 app = typer.Typer(help="voltpack: GPU-cluster scheduler and power manager.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy files.", no_args_is_help=True)
@@ -115,6 +91,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 
 def _resolve_policy(spec: str) -> tuple[PolicyFile, str]:
+    from voltpack.policies.registry import strategy_names
+    from voltpack.policies.schema import example_policy_path, load_policy, policy_for_strategy
+
     path = Path(spec)
     if path.is_file():
         return load_policy(path), path.read_text(encoding="utf-8")
@@ -133,6 +112,8 @@ def _resolve_policy(spec: str) -> tuple[PolicyFile, str]:
 
 
 def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -161,6 +142,9 @@ def _summary_table(summaries: list[PolicySummary], workload: str, final_pct: int
 def _run_and_report(
     plan: ExperimentPlan, policy_texts: dict[str, str], out: Path, jobs: int
 ) -> None:
+    from voltpack.sim.report import write_reports
+    from voltpack.sim.runner import run_plan
+
     with _progress() as progress:
         task = progress.add_task("simulating", total=len(plan.policies) * len(plan.seeds))
         results = run_plan(plan, jobs=jobs, on_done=lambda _: progress.advance(task))
@@ -193,6 +177,8 @@ def simulate(
     jobs: Annotated[int, typer.Option(help="parallel processes")] = 0,
 ) -> None:
     """Run the FGD experiment protocol on a trace for each policy and seed."""
+    from voltpack.sim.runner import ExperimentPlan
+
     if order not in _ORDERS:
         raise typer.BadParameter(f"--order {order!r}: allowed values: shuffle, creation")
     if ratio <= 0:
@@ -226,6 +212,9 @@ def demo(
     replay_seconds: Annotated[float, typer.Option(help="wall time of the replay")] = 40.0,
 ) -> None:
     """Compare the strategies on openb (simulator), then run the operator live (emulator)."""
+    from voltpack.policies.schema import example_policy_path, load_policy
+    from voltpack.sim.runner import ExperimentPlan
+
     try:
         folder = openb_dir()
         policies = [load_policy(example_policy_path(name)) for name in DEMO_POLICIES]
@@ -251,6 +240,11 @@ def demo(
 
 
 def _live_cluster(folder: Path, pod_count: int, wall_s: float) -> None:
+    from rich.live import Live
+
+    from voltpack.live_demo import ClusterCounts, run_live_demo
+    from voltpack.policies.schema import example_policy_path, load_policy
+
     nodes = load_nodes(folder / OPENB_NODES)
     trace = load_pods(folder / OPENB_DEFAULT_PODS)
     policy = load_policy(example_policy_path("fgd"))
@@ -296,6 +290,8 @@ def _live_cluster(folder: Path, pod_count: int, wall_s: float) -> None:
 @policy_app.command("validate")
 def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file")]) -> None:
     """Check a policy file; print what is wrong, field by field."""
+    from voltpack.policies.schema import load_policy
+
     try:
         policy = load_policy(file)
     except VoltpackError as exc:
@@ -313,6 +309,11 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file"
 @policy_app.command("strategies")
 def policy_strategies() -> None:
     """List the scoring strategies and power policies a policy file may name."""
+    from voltpack.policies.fair_share import ordering_summaries
+    from voltpack.policies.hetero.registry import allocation_policy_summaries
+    from voltpack.policies.power.registry import power_policy_summaries
+    from voltpack.policies.registry import strategy_summaries
+
     table = Table("strategy", "definition")
     for name, summary in strategy_summaries().items():
         table.add_row(name, summary)
@@ -349,6 +350,11 @@ def simulate_training(
     seed: Annotated[int, typer.Option(help="seed")] = 0,
 ) -> None:
     """Replay a training trace on a heterogeneous cluster with each allocation policy."""
+    from voltpack.perf.throughput_table import load_gavel_throughputs
+    from voltpack.policies.hetero.registry import make_allocation_policy
+    from voltpack.sim.hetero import RoundConfig, RoundSimulator, parse_gavel_cluster, summarize
+    from voltpack.sim.traces.gavel import load_gavel_trace
+
     policies = policy or ["max_min_fairness_perf", "shortest_remaining_perf"]
     if round_s <= 0 or restart_cost_s < 0:
         raise typer.BadParameter("--round-s must be > 0 and --restart-cost-s >= 0")
@@ -406,6 +412,9 @@ def operator(
     ] = "voltpack-policy",
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, manage power domains, report Events."""
+    from voltpack.operator.connect import api_client
+    from voltpack.operator.runner import Operator, OperatorConfig
+
     try:
         resolved, _ = _resolve_policy(policy)
     except VoltpackError as exc:
@@ -458,6 +467,14 @@ def api(
     ] = "voltpack-policy",
 ) -> None:
     """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
+    import uvicorn
+
+    from voltpack.api.app import ApiDependencies, create_app
+    from voltpack.api.auth import KubernetesAuth, StaticTokens
+    from voltpack.operator.admin_source import KubeAdminSource
+    from voltpack.operator.connect import api_client
+    from voltpack.operator.inference_admin import KubeInferenceSource
+
     try:
         resolved, text = _resolve_policy(policy)
         client = api_client(server)
@@ -512,6 +529,8 @@ def emulator(
     ] = None,
 ) -> None:
     """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
+    from voltpack.emulator import EmulatorConfig, EmulatorState, serve
+
     try:
         if nodes is not None and inventory != DEFAULT_INVENTORY:
             raise VoltpackError(
@@ -581,6 +600,14 @@ def agent(
     ] = DEFAULT_XID_HOLD_S,
 ) -> None:
     """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
+    from kubernetes.client import CustomObjectsApi
+
+    from voltpack.operator.connect import api_client
+    from voltpack.operator.gpunode_sync import GpuNodeSync
+    from voltpack.telemetry.agent import run_agent
+    from voltpack.telemetry.backends import open_backend
+    from voltpack.telemetry.podresources.client import CachedPodMapping
+
     if backend not in ("auto", "nvml", "amd", "simulated"):
         raise typer.BadParameter(f"--backend {backend!r}: allowed: auto, nvml, amd, simulated")
     try:
@@ -643,6 +670,8 @@ app.add_typer(forecast_app, name="forecast")
 
 
 def _forecast_targets(quick: bool) -> list[TimeSeries]:
+    from voltpack.sim.forecast_targets import build_targets
+
     return build_targets(data_dir(), quick=quick)
 
 
@@ -651,6 +680,8 @@ def forecast_targets(
     quick: Annotated[bool, typer.Option(help="the smaller set the smoke benchmark uses")] = False,
 ) -> None:
     """List the series built from the shipped traces (name, family, step, length)."""
+    from voltpack.sim.forecast_targets.summary import target_rows
+
     table = Table("series", "family", "unit", "step", "samples", "days", "mean", "peak")
     for row in target_rows(_forecast_targets(quick)):
         mean, peak = row["mean"], row["peak"]
@@ -678,6 +709,12 @@ def forecast_plan(
 ) -> None:
     """Forecast one series to its end + `horizon` and say what to do: GPUs to keep free (GPU
     demand) or the power headroom left under `--budget-w` (power)."""
+    import numpy as np
+
+    from voltpack.forecast.capacity import plan_capacity
+    from voltpack.forecast.headroom import power_headroom
+    from voltpack.forecast.registry import make_forecaster
+
     console = Console()
     try:
         by_name = {s.name: s for s in _forecast_targets(quick)}

@@ -23,11 +23,10 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 
 from voltpack.telemetry.exporter import PodRef
-from voltpack.telemetry.podresources import api_pb2, api_pb2_grpc
+from voltpack.telemetry.podresources import DEFAULT_SOCKET, api_pb2, api_pb2_grpc
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 GPU_RESOURCE_NAMES: tuple[str, ...] = ("nvidia.com/gpu", "amd.com/gpu")
 _REPLICA_SEPARATOR = "::"
 
