@@ -70,7 +70,14 @@ def test_first_run_says_each_missing_piece_once_with_its_fix(tmp_path: Path) -> 
         "--lease-seconds", "2", "--policy", "best-fit",
     ) as operator:  # fmt: skip
         unreachable = f"cannot reach the API server at {url} (Connection refused)"
-        wait_for(lambda: lines(operator_log, re.escape(unreachable)), what="unreachable line")
+        wait_for(  # the process starts and imports the operator first: seconds on a busy machine
+            lambda: lines(operator_log, re.escape(unreachable)),
+            timeout_s=30,
+            what="unreachable line",
+            explain=lambda: (
+                operator_log.read_text(errors="replace")[-2000:] if operator_log.exists() else ""
+            ),
+        )
         time.sleep(2.0)  # the caches and the Lease retry meanwhile, quietly
         with voltpack_process(tmp_path / "emulator.log", "emulator", "--port", str(port)):
             wait_for(lambda: lines(operator_log, "fixed: unreachable"), timeout_s=60)
