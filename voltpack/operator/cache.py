@@ -39,6 +39,18 @@ class CacheListener(Protocol):
         ...
 
 
+def older_pod(cached: dict[str, Any], event: dict[str, Any]) -> bool:
+    """True when a watch event's pod is older than the cached one: the cache holds it bound
+    (e.g. assumed right after its binding) and the event does not, for the same pod. A pod's
+    `spec.nodeName` is never unset, so such an event (say, the rank-label patch the binder
+    made just before the binding) predates the binding and would show a bound pod pending."""
+    return (
+        bool((cached.get("spec") or {}).get("nodeName"))
+        and not (event.get("spec") or {}).get("nodeName")
+        and cached.get("metadata", {}).get("uid") == event.get("metadata", {}).get("uid")
+    )
+
+
 def object_key(obj: dict[str, Any]) -> str:
     """`namespace/name`, or `name` for cluster-scoped objects."""
     meta = obj["metadata"]
@@ -49,10 +61,17 @@ class ResourceCache:
     """Objects of one kind by key; `changed` is set whenever something changes."""
 
     def __init__(
-        self, name: str, list_function: Callable[..., Any], setup: SetupLog | None = None
+        self,
+        name: str,
+        list_function: Callable[..., Any],
+        setup: SetupLog | None = None,
+        older: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
     ) -> None:
         """`setup`: where predictable setup errors (no CRD, no permission, no API server) are
-        said once; None: a log of this cache's own."""
+        said once; None: a log of this cache's own. `older(cached, event)`: True when a
+        MODIFIED event is older than what the cache holds (an object assumed by this
+        process), which the cache then keeps."""
+        self._older = older
         self.name = name
         self._setup = setup or SetupLog()
         self._site = f"cache {name}"
@@ -215,6 +234,8 @@ class ResourceCache:
             key = object_key(obj)
             with self._lock:
                 old = self._objects.pop(key, None) if kind == "DELETED" else self._objects.get(key)
+                if kind == "MODIFIED" and old is not None and self._older and self._older(old, obj):
+                    continue  # the assumed object is newer: the event after it will carry it
                 if kind != "DELETED":
                     self._objects[key] = obj
                 self.generation += 1

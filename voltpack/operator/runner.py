@@ -26,7 +26,7 @@ from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.operator.bind_pool import GangBinding, bind_gangs, with_claims
 from voltpack.operator.binder import binding_annotations, record_event
-from voltpack.operator.cache import ResourceCache
+from voltpack.operator.cache import ResourceCache, older_pod
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
     IDEAL_STEP_ANNOTATION,
@@ -137,7 +137,9 @@ class Operator:
         """Setup problems (no namespace, CRDs, permission, API server), each said once."""
         self.core = CoreV1Api(api_client)
         self.nodes = ResourceCache("nodes", self.core.list_node, self.setup)
-        self.pods = ResourceCache("pods", self.core.list_pod_for_all_namespaces, self.setup)
+        self.pods = ResourceCache(
+            "pods", self.core.list_pod_for_all_namespaces, self.setup, older=older_pod
+        )
         custom = CustomObjectsApi(api_client)
         self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
