@@ -39,6 +39,9 @@ def test_status_reports_the_gpus_and_the_spec_is_applied(
     assert len(status["gpus"]) == 8
     assert {g["health"] for g in status["gpus"]} == {"Healthy"}
     assert status["gpus"][0]["powerLimitW"] == 700
+    for gpu in status["gpus"]:  # the simulated GPUs' readings, as the straggler Events show
+        assert gpu["powerDrawW"] > 0 and gpu["smClockMhz"] > 0
+        assert 0 <= gpu["utilizationRatio"] <= 1
     assert status["topology"]["nvlinkDomains"] == [list(range(8))]
 
     custom.patch_cluster_custom_object(
@@ -269,3 +272,26 @@ def test_an_xid_from_the_fake_nvml_reaches_the_gpunode(
         condition = {c["type"]: c for c in status["conditions"]}["GPU6Fault"]
         assert (condition["status"], condition["reason"]) == ("True", "Xid79")
         assert "XID 79: GPU has fallen off the bus" in condition["message"]
+
+
+def test_the_gpus_power_draw_sm_clock_and_utilisation_are_published(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+    fake_nvml_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Real pynvml over the fake libnvidia-ml.so: the readings the straggler Events show."""
+    install_crds(extensions)
+    gpus = [FakeGpu(), FakeGpu(power_mw=281_500, sm_clock_mhz=1410, util_gpu=42)]
+    state = write_state(tmp_path / "nvml-state", gpus)
+    monkeypatch.setenv(STATE_ENV, str(state))
+    with NvmlBackend() as backend:
+        GpuNodeSync(custom, "nv", backend).reconcile_once()
+        status = gpunode(custom, "nv")["status"]
+    readings = [
+        (g["index"], g["powerDrawW"], g["smClockMhz"], g["utilizationRatio"])
+        for g in status["gpus"]
+    ]
+    assert readings == [(0, 412.345, 1980.0, 0.75), (1, 281.5, 1410.0, 0.42)]

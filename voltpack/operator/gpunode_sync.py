@@ -256,6 +256,8 @@ class GpuNodeSync:
                     "health": "Healthy" if healthy else "Unhealthy",
                     "powerLimitW": sample.power_limit_w if sample else None,
                     "powerDrawW": sample.power_w if sample else None,
+                    "smClockMhz": sample.sm_clock_mhz if sample else None,
+                    "utilizationRatio": sample.utilization_ratio if sample else None,
                     "lockedClocks": (
                         {"minMhz": locked[0], "maxMhz": locked[1]} if locked else None
                     ),

@@ -67,6 +67,12 @@ class GpuDevice(ResourceModel):
     health: Literal["Healthy", "Unhealthy", "Unknown"] = "Unknown"
     power_limit_w: float | None = Field(default=None, gt=0)
     power_draw_w: float | None = Field(default=None, ge=0)
+    sm_clock_mhz: float | None = Field(
+        default=None, ge=0, description="SM clock at the last reading, MHz"
+    )
+    utilization_ratio: float | None = Field(
+        default=None, ge=0, le=1, description="share of the last sample period a kernel ran"
+    )
     locked_clocks: ClockRange | None = None
     faults: list[GpuFault] = Field(
         default_factory=list, description="active fault signals; cleared when they clear"
