@@ -1,12 +1,12 @@
 """Deliberate caps from GPUNode specs, as the straggler detector's expected slowdowns; the
-GPUs' published power draw, as its evidence."""
+GPUs' published power draw, SM clock and utilisation, as its evidence."""
 
 from __future__ import annotations
 
 import math
 
 from voltpack.operator.step_reports import RankReport
-from voltpack.operator.straggler_caps import CapSlowdowns, GpuPowerDraws
+from voltpack.operator.straggler_caps import CapSlowdowns, GpuReadings
 
 
 def report(node: str | None, gpus: tuple[int, ...]) -> RankReport:
@@ -30,24 +30,32 @@ def test_a_rank_on_a_capped_gpu_is_expected_slower_and_others_are_not() -> None:
     assert caps.expected(report("c", (0,))) == 1.0
 
 
-def test_a_ranks_power_draw_is_the_mean_of_its_gpus_as_published() -> None:
+def test_a_ranks_readings_are_the_means_of_its_gpus_as_published() -> None:
     gpunodes = [
         {
             "metadata": {"name": "a"},
             "status": {
                 "gpus": [
-                    {"index": 0, "powerDrawW": 600.0},
-                    {"index": 1, "powerDrawW": 400},
+                    {"index": 0, "powerDrawW": 600.0, "smClockMhz": 1980, "utilizationRatio": 0.9},
+                    {"index": 1, "powerDrawW": 400, "smClockMhz": 1500.0, "utilizationRatio": 0.5},
                     {"index": 2},  # no reading
-                    {"index": 3, "powerDrawW": "a lot"},  # not a number: ignored
+                    {"index": 3, "powerDrawW": "a lot", "smClockMhz": None},  # ignored
+                    {"index": 4, "smClockMhz": 1410},  # a clock without power or utilisation
                 ]
             },
         },
         {"metadata": {"name": "b"}},  # no status yet
     ]
-    draws = GpuPowerDraws(gpunodes)
-    assert draws.of(report("a", (0, 1))) == 500.0
-    assert draws.of(report("a", (1, 2))) == 400.0
-    assert math.isnan(draws.of(report("a", (2, 3))))
-    assert math.isnan(draws.of(report("b", (0,))))
-    assert math.isnan(draws.of(report(None, (0,))))
+    gpus = GpuReadings(gpunodes)
+    both = gpus.of(report("a", (0, 1)))
+    assert (both.power_w, both.sm_clock_mhz, both.utilization) == (500.0, 1740.0, 0.7)
+    one = gpus.of(report("a", (1, 2)))
+    assert (one.power_w, one.sm_clock_mhz, one.utilization) == (400.0, 1500.0, 0.5)
+    clock_only = gpus.of(report("a", (4,)))
+    assert clock_only.sm_clock_mhz == 1410.0
+    assert math.isnan(clock_only.power_w) and math.isnan(clock_only.utilization)
+    for unknown in (report("a", (2, 3)), report("b", (0,)), report(None, (0,))):
+        readings = gpus.of(unknown)
+        assert all(
+            math.isnan(v) for v in (readings.power_w, readings.sm_clock_mhz, readings.utilization)
+        )

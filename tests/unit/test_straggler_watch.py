@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from voltpack.operator.step_reports import STEP_TIMES_ANNOTATION, RankReport
+from voltpack.operator.straggler_caps import RankReadings
 from voltpack.operator.straggler_watch import StragglerWatch
 
 
@@ -54,15 +55,44 @@ def test_a_slow_rank_gets_one_notice_naming_node_and_gpu() -> None:
     assert watch.detectors["llm"].last_step == 59
 
 
-def test_a_notice_shows_the_ranks_power_draw_beside_the_gang_median() -> None:
+def test_a_notice_shows_the_ranks_gpu_readings_beside_the_gang_medians() -> None:
     rng = np.random.default_rng(1)
 
-    def draw_w(report: RankReport) -> float:
-        return 420.0 if report.rank == 17 else 700.0
+    def readings(report: RankReport) -> RankReadings:
+        if report.rank == 17:  # a throttled GPU: clock and draw down, as busy as its peers
+            return RankReadings(power_w=420.0, sm_clock_mhz=1400.0, utilization=0.97)
+        return RankReadings(power_w=700.0, sm_clock_mhz=1980.0, utilization=0.97)
 
-    notices = StragglerWatch().update(gang_pods(rng, 0, 30, {17: 1.11}), power_draw_w=draw_w)
+    notices = StragglerWatch().update(gang_pods(rng, 0, 30, {17: 1.11}), gpu_readings=readings)
     assert [n.pod for n in notices] == ["ml/llm-worker-17"]
-    assert "power_w 420 vs gang median 700 (-40%)" in notices[0].message
+    message = notices[0].message
+    assert "; sm_clock_mhz 1400 vs gang median 1980 (-29%)" in message
+    assert "; power_w 420 vs gang median 700 (-40%)" in message
+    assert "; utilization 0.97 vs gang median 0.97 (+0%)" in message
+    assert message.endswith(
+        "; SM clock below its peers' without a cap: throttling (thermal, power brake)"
+    )
+
+
+def test_a_notice_names_a_gpu_less_busy_than_its_peers_and_leaves_out_unknown_signals() -> None:
+    rng = np.random.default_rng(1)
+
+    def readings(report: RankReport) -> RankReadings:  # an agent that publishes no power draw
+        if report.rank == 17:
+            return RankReadings(sm_clock_mhz=1980.0, utilization=0.55)
+        if report.rank == 3:  # a rank on a node whose agent has not reported yet
+            return RankReadings()
+        return RankReadings(sm_clock_mhz=1980.0, utilization=0.97)
+
+    notices = StragglerWatch().update(gang_pods(rng, 0, 30, {17: 1.11}), gpu_readings=readings)
+    assert [n.pod for n in notices] == ["ml/llm-worker-17"]
+    message = notices[0].message
+    assert "; sm_clock_mhz 1980 vs gang median 1980 (+0%)" in message
+    assert "; utilization 0.55 vs gang median 0.97 (-43%)" in message
+    assert "power_w" not in message
+    assert message.endswith(
+        "; GPU less busy than its peers': the delay is likely off the GPU (host, input)"
+    )
 
 
 def test_a_capped_rank_is_not_reported_when_its_cap_explains_it() -> None:

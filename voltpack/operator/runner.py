@@ -56,7 +56,7 @@ from voltpack.operator.power_loop import PowerCaches, PowerLoop
 from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
 from voltpack.operator.setup_problems import served_voltpack_plurals, setup_log_for
 from voltpack.operator.step_reports import RankReport
-from voltpack.operator.straggler_caps import CapSlowdowns, GpuPowerDraws
+from voltpack.operator.straggler_caps import CapSlowdowns, GpuReadings, RankReadings
 from voltpack.operator.straggler_watch import StragglerWatch
 from voltpack.operator.topology_view import (
     GpuNodeLayouts,
@@ -542,7 +542,7 @@ class Operator:
     ) -> None:
         """Feed the gangs' step-time reports to their detectors; a Warning Event on each rank
         newly flagged (deliberate caps from the GPUNode specs discounted, the GPUs' published
-        power draw as evidence) or report refused."""
+        power draw, SM clock and utilisation as evidence) or report refused."""
         caps: CapSlowdowns | None = None
 
         def expected(report: RankReport) -> float:
@@ -556,15 +556,15 @@ class Operator:
                 caps = CapSlowdowns(self.gpunodes.items(), models)
             return caps.expected(report)
 
-        draws: GpuPowerDraws | None = None
+        gpus: GpuReadings | None = None
 
-        def power_draw_w(report: RankReport) -> float:
-            nonlocal draws
-            if draws is None:
-                draws = GpuPowerDraws(self.gpunodes.items())
-            return draws.of(report)
+        def readings(report: RankReport) -> RankReadings:
+            nonlocal gpus
+            if gpus is None:
+                gpus = GpuReadings(self.gpunodes.items())
+            return gpus.of(report)
 
-        for notice in self.stragglers.update(pods, expected, power_draw_w):
+        for notice in self.stragglers.update(pods, expected, readings):
             pod = by_key.get(notice.pod)
             if pod is not None:
                 record_event(self.core, pod, notice.reason, notice.message)

@@ -4,14 +4,16 @@ The power loop writes each capped GPU's limit into its node's `GPUNode` spec; a 
 GPU is expected to be slower by the power model's `cap_slowdown`, and the straggler detector
 discounts that much. A rank on several GPUs takes its slowest one (a collective waits for it).
 
-The agent writes each GPU's power draw into the `GPUNode` status; `GpuPowerDraws` gives a rank's
-draw, the evidence a Straggler Event shows beside the gang's median (a GPU drawing far less than
-its peers at the same step is throttled or starved).
+The agent writes each GPU's power draw, SM clock and utilisation into the `GPUNode` status;
+`GpuReadings` gives a rank's mean of each over its GPUs, the evidence a Straggler Event shows
+beside the gang's medians (an SM clock below its peers' without a cap points at throttling; a GPU
+less busy than its peers, at a delay off the GPU; one drawing far less, at either).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,8 @@ from voltpack.model.errors import VoltpackError
 from voltpack.operator.step_reports import RankReport
 from voltpack.perf.gpu_power import GpuPowerModel, power_model_for
 from voltpack.policies.stragglers import cap_slowdown
+
+NAN = float("nan")
 
 
 class CapSlowdowns:
@@ -65,25 +69,54 @@ class CapSlowdowns:
         return max(1.0, float(cap_slowdown(model, min(limits))))
 
 
-class GpuPowerDraws:
-    """`of(report)`: the mean power draw (W) of a rank's GPUs as the agents last published it."""
+@dataclass(frozen=True)
+class RankReadings:
+    """The mean of a rank's GPUs' last published readings (NaN where none is known)."""
+
+    power_w: float = NAN
+    sm_clock_mhz: float = NAN
+    utilization: float = NAN
+    """0..1."""
+
+
+_STATUS_FIELDS = {
+    "power_w": "powerDrawW",
+    "sm_clock_mhz": "smClockMhz",
+    "utilization": "utilizationRatio",
+}
+
+
+class GpuReadings:
+    """`of(report)`: a rank's GPUs' power draw, SM clock and utilisation as the agents last
+    published them in the `GPUNode` statuses, each the mean over the rank's GPUs."""
 
     def __init__(self, gpunodes: Iterable[Mapping[str, Any]]) -> None:
-        self._draw_w: dict[tuple[str, int], float] = {}
+        self._values: dict[str, dict[tuple[str, int], float]] = {
+            name: {} for name in _STATUS_FIELDS
+        }
         for gpunode in gpunodes:
             name = str((gpunode.get("metadata") or {}).get("name") or "")
             for gpu in (gpunode.get("status") or {}).get("gpus") or []:
-                draw = gpu.get("powerDrawW")
-                if isinstance(draw, int | float) and draw >= 0:
-                    self._draw_w[(name, int(gpu.get("index", -1)))] = float(draw)
+                key = (name, int(gpu.get("index", -1)))
+                for signal, status_field in _STATUS_FIELDS.items():
+                    value = gpu.get(status_field)
+                    if (
+                        isinstance(value, int | float)
+                        and not isinstance(value, bool)
+                        and value >= 0
+                    ):
+                        self._values[signal][key] = float(value)
 
-    def of(self, report: RankReport) -> float:
-        """NaN when the rank's node or GPUs are unknown or publish no draw."""
+    def of(self, report: RankReport) -> RankReadings:
+        """Each reading NaN when the rank's node or GPUs are unknown or publish none of it."""
         if report.node is None:
-            return float("nan")
-        draws = [
-            self._draw_w[(report.node, gpu)]
-            for gpu in report.gpu_indices
-            if (report.node, gpu) in self._draw_w
-        ]
-        return float(np.mean(draws)) if draws else float("nan")
+            return RankReadings()
+        means = {}
+        for signal, values in self._values.items():
+            found = [
+                values[(report.node, gpu)]
+                for gpu in report.gpu_indices
+                if (report.node, gpu) in values
+            ]
+            means[signal] = float(np.mean(found)) if found else NAN
+        return RankReadings(**means)

@@ -17,7 +17,9 @@ import numpy as np
 
 from voltpack.operator.conventions import POD_GROUP_ANNOTATION
 from voltpack.operator.step_reports import STEP_TIMES_ANNOTATION, RankReport, gang_step_reports
+from voltpack.operator.straggler_caps import RankReadings
 from voltpack.policies.stragglers import (
+    FloatArray,
     GpuSignals,
     StragglerDetector,
     StragglerParams,
@@ -26,8 +28,9 @@ from voltpack.policies.stragglers import (
 
 ExpectedSlowdown = Callable[[RankReport], float]
 """The step-time multiplier a deliberate cap explains for a rank's GPU (1.0 when uncapped)."""
-PowerDraw = Callable[[RankReport], float]
-"""A rank's GPU power draw in W as last published (NaN when unknown): evidence, not decision."""
+ReadingsOf = Callable[[RankReport], RankReadings]
+"""A rank's GPUs' power draw, SM clock and utilisation as last published (NaN where unknown):
+evidence, not decision."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,13 @@ def _no_cap(_: RankReport) -> float:
     return 1.0
 
 
-def _unknown_draw(_: RankReport) -> float:
-    return float("nan")
+def _unknown_readings(_: RankReport) -> RankReadings:
+    return RankReadings()
+
+
+def _if_known(values: FloatArray) -> FloatArray | None:
+    """`values`, or None when no rank's is known (a signal without a reading is left out)."""
+    return values if np.isfinite(values).any() else None
 
 
 @dataclass
@@ -65,10 +73,11 @@ class StragglerWatch:
         self,
         pods: Iterable[Mapping[str, Any]],
         expected_slowdown: ExpectedSlowdown = _no_cap,
-        power_draw_w: PowerDraw = _unknown_draw,
+        gpu_readings: ReadingsOf = _unknown_readings,
     ) -> list[StragglerNotice]:
         """Feed every gang's new steps; notices for new flags and newly refused reports.
-        A flag's message shows the rank's GPU power draw beside the gang's median."""
+        A flag's message shows the rank's GPU power draw, SM clock and utilisation (those known
+        for some rank of the gang) beside the gang's medians."""
         members: dict[str, list[Mapping[str, Any]]] = {}
         reporting: set[str] = set()
         for pod in pods:  # one pass: the operator calls this every cycle over every pod
@@ -80,7 +89,7 @@ class StragglerWatch:
                 reporting.add(gang)
         notices: list[StragglerNotice] = []
         for gang in sorted(reporting):  # a gang without any report has nothing to feed
-            notices.extend(self._update_gang(gang, members[gang], expected_slowdown, power_draw_w))
+            notices.extend(self._update_gang(gang, members[gang], expected_slowdown, gpu_readings))
         for gone in set(self.detectors) - set(members):
             del self.detectors[gone]
         return notices
@@ -90,7 +99,7 @@ class StragglerWatch:
         gang: str,
         pods: list[Mapping[str, Any]],
         expected_slowdown: ExpectedSlowdown,
-        power_draw_w: PowerDraw,
+        gpu_readings: ReadingsOf,
     ) -> list[StragglerNotice]:
         """`pods`: the gang's members."""
         reports = gang_step_reports(pods, gang)
@@ -112,11 +121,19 @@ class StragglerWatch:
         last = -1 if detector.last_step is None else detector.last_step
         steps, matrix = align_samples(reports.samples(), ranks, last)
         expected = np.ones(ranks)
-        draw_w = np.full(ranks, np.nan)  # the latest reading: the same evidence for each step
+        # the latest readings: the same evidence for each step
+        clock_mhz, draw_w, busy = (np.full(ranks, np.nan) for _ in range(3))
         for rank, report in reports.ranks.items():
             expected[rank] = max(1.0, expected_slowdown(report))
-            draw_w[rank] = power_draw_w(report)
-        signals = GpuSignals(power_w=draw_w) if np.isfinite(draw_w).any() else None
+            readings = gpu_readings(report)
+            clock_mhz[rank] = readings.sm_clock_mhz
+            draw_w[rank] = readings.power_w
+            busy[rank] = readings.utilization
+        signals = GpuSignals(
+            sm_clock_mhz=_if_known(clock_mhz),
+            power_w=_if_known(draw_w),
+            utilization=_if_known(busy),
+        )
         for step, row in zip(steps, matrix, strict=True):
             result = detector.observe(step, row, expected_slowdown=expected, signals=signals)
             flags = {flag.rank: flag for flag in result.flagged}
