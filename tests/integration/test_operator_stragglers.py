@@ -11,6 +11,7 @@ from kubernetes import client
 from tests.integration.conftest import NODES, operator_thread, pod_manifest, wait_for
 from voltpack.emulator import RunningEmulator
 from voltpack.model import Node
+from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources.common import API_GROUP, API_VERSION
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -42,12 +43,14 @@ def write_gpu_readings(custom: client.CustomObjectsApi, node: Node, throttled: s
         {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "GPUNode",
          "metadata": {"name": node.name}, "spec": {}},
     )  # fmt: skip
+    memory_gib = default_catalog().get(str(node.gpu_model)).memory_gib or 0.0
+    memory_mib = round(memory_gib * 1024)
     devices = [
         {
             "index": i,
             "uuid": f"GPU-{node.name}-{i}",
             "model": node.gpu_model,
-            "memoryMib": 81_920,
+            "memoryMib": memory_mib,
             "health": "Healthy",
             "powerDrawW": 250.0 if i in throttled else 390.0,
             "smClockMhz": 1005.0 if i in throttled else 1410.0,
