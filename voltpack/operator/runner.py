@@ -380,17 +380,21 @@ class Operator:
         """One cycle: snapshot the caches, decide, and (as leader) bind and report."""
         started = time.perf_counter()
         dra = self.dra.cycle()
-        nodes = dra.node_views(self.nodes.items()) if dra.active else self.nodes.items()
-        pods = self.pods.items()
-        topology_objects = self.topologies.items()
+        # the cached objects themselves (the watch replaces an object, never edits one): copying
+        # every pod and node each cycle cost about 0.1 s per 1,000 pods; the cycle only reads
+        # them, and a binding it assumes is a new object (`_assume_bound`)
+        nodes = dra.node_views(self.nodes.values()) if dra.active else self.nodes.values()
+        pods = self.pods.values()
+        gpunodes = self.gpunodes.values()
+        topology_objects = self.topologies.values()
         topo = topology_cycle(
             topology_objects,
-            self.gpunodes.items(),
+            gpunodes,
             nodes,
             self.policy.spec.topology,
             self._gpunode_layouts,
         )
-        faults = gpu_faults(self.gpunodes.items())
+        faults = gpu_faults(gpunodes)
         layouts = {**topo.layouts, **dra.layouts()}  # the devices claims will name
         snapshot = build_snapshot(nodes, pods, layouts, faults, self.recovery.policy)
         dra.account(snapshot, pods)
@@ -410,9 +414,9 @@ class Operator:
         if self._scheduler.topology is None:
             work = hold_topology_gangs(work)
         before = snapshot.copy() if self.metrics is not None else None
-        queue_objects = self.queues.items()
+        queue_objects = self.queues.values()
         tree = queue_tree(queue_objects)
-        gpujobs = self.jobs.items()
+        gpujobs = self.jobs.values()
         now = time.time()
         hetero = self._hetero_cycle(gpujobs, pods, snapshot, now)
         context = QueueContext(
@@ -435,7 +439,7 @@ class Operator:
             # what a scrape shows: refreshed at most once a second, off the binding path
             self.figures = self._figures(before, pods, time.perf_counter() - started)
             self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
-                self.budgets.items(), nodes
+                self.budgets.values(), nodes
             )
             self.figures.job_step_slowdown = step_slowdowns(pods)
             self._figures_due = time.monotonic() + 1.0
@@ -479,6 +483,7 @@ class Operator:
             and decision.ideal_step_s is not None
         }
         bindings = []
+        assumed: dict[str, dict[str, Any]] = {}
         for gang in plan.gangs:
             claims = self.dra.gang_claims(dra, gang, by_key) if dra.active else GangClaims()
             if isinstance(claims, str):  # the claims' devices cannot be had there: wait
@@ -508,7 +513,9 @@ class Operator:
                 self.stats.bound += 1
                 self._last_event.pop(placement.pod, None)
                 written = {**binding.annotations, **binding_annotations(placement, rank)}
-                self._assume_bound(by_key.get(placement.pod), placement.node, written)
+                pod = self._assume_bound(by_key.get(placement.pod), placement.node, written)
+                if pod is not None:
+                    assumed[placement.pod] = pod
         for key, reason in plan.unplaced.items():
             pod = by_key.get(key)
             if pod is not None and self._last_event.get(key) != reason:
@@ -516,8 +523,10 @@ class Operator:
                 self._last_event[key] = reason
                 self.stats.events += 1
         self.queue_writer.write_status(tree, plan.queue_reports, queue_objects)
+        if assumed:  # what follows sees this cycle's bindings
+            pods = [assumed.get(pod_key(p), p) for p in pods]
         self.inference.reconcile_all(
-            self.inference_services.items(),
+            self.inference_services.values(),
             pods,
             plan.unplaced,
             synced=self.inference_services.wait_synced(0),
@@ -553,7 +562,7 @@ class Operator:
                     for row, model in enumerate(snapshot.node_gpu_model)
                     if model != NO_GPU_MODEL
                 }
-                caps = CapSlowdowns(self.gpunodes.items(), models)
+                caps = CapSlowdowns(self.gpunodes.values(), models)
             return caps.expected(report)
 
         gpus: GpuReadings | None = None
@@ -561,7 +570,7 @@ class Operator:
         def readings(report: RankReport) -> RankReadings:
             nonlocal gpus
             if gpus is None:
-                gpus = GpuReadings(self.gpunodes.items())
+                gpus = GpuReadings(self.gpunodes.values())
             return gpus.of(report)
 
         for notice in self.stragglers.update(pods, expected, readings):
@@ -630,23 +639,28 @@ class Operator:
                     pending_created.append(created)
         return cluster_figures(snapshot, workload, pending_created, now_s(), duration_s)
 
-    def _assume_bound(self, pod: dict[str, Any] | None, node: str, written: dict[str, str]) -> None:
+    def _assume_bound(
+        self, pod: dict[str, Any] | None, node: str, written: dict[str, str]
+    ) -> dict[str, Any] | None:
         """The pod in the cache as the binding made it (node, `written` annotations: GPUs,
-        rank, NICs, reasons).
+        rank, NICs, reasons); returns that new object (`pod`, the cached one, is not changed).
 
         Not when the watch has already reported the pod bound: that version is newer than
         the one the cycle started from (e.g. already Running, with its startTime).
         """
         if pod is None:
-            return
+            return None
         cached = self.pods.get(pod_key(pod))
         if cached is not None and (cached.get("spec") or {}).get("nodeName"):
-            return
-        pod.setdefault("spec", {})["nodeName"] = node
-        annotations = pod["metadata"].setdefault("annotations", {}) or {}
-        annotations.update(written)
-        pod["metadata"]["annotations"] = annotations
-        self.pods.assume(pod)
+            return cached
+        meta = pod["metadata"]
+        bound = {
+            **pod,
+            "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **written}},
+            "spec": {**(pod.get("spec") or {}), "nodeName": node},
+        }
+        self.pods.assume(bound)
+        return bound
 
 
 def _parse_time(text: str | None) -> float | None:
