@@ -66,6 +66,16 @@ def test_status_pending_with_the_reason() -> None:
     assert "only 1 of min 2" in condition["message"]
 
 
+def test_status_waits_while_its_workers_are_being_created() -> None:
+    """The cache shows 1 of the 2 workers just created: the scheduler holds the gang, and the
+    job is waiting, not unschedulable (no FailedScheduling Event for a transient state)."""
+    held = {"ml/train-worker-0": "gang ml/train: 1 of 2 members exist; waiting"}
+    status = job_status(JOB, [worker("train-worker-0", None, "Pending")], held)
+    condition = status["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("False", "Waiting")
+    assert condition["message"] == "0/2 bound"
+
+
 def test_status_running_with_placement() -> None:
     status = job_status(
         JOB,

@@ -238,11 +238,18 @@ def job_status(
         phase = "Scheduled"
     else:
         phase = "Pending"
-    reasons = [
-        unplaced[key]
-        for w in workers
-        if (key := f"{meta['namespace']}/{w['metadata']['name']}") in unplaced
-    ]
+    existing = sum(1 for w in workers if not w["metadata"].get("deletionTimestamp"))
+    # fewer workers than wanted: the controller has just created them (or replaces deleted
+    # ones) and the scheduler holds the gang until all exist; waiting, not unschedulable
+    reasons = (
+        []
+        if existing < wanted
+        else [
+            unplaced[key]
+            for w in workers
+            if (key := f"{meta['namespace']}/{w['metadata']['name']}") in unplaced
+        ]
+    )
     scheduled = len(bound) == wanted and wanted > 0
     placed_because = sorted(
         {
