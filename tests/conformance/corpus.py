@@ -749,6 +749,63 @@ def watch_steps() -> list[Step]:
     ]  # fmt: skip
 
 
+def priority_steps() -> list[Step]:
+    """PriorityClasses and the Priority admission plugin (a pod's priority is the class's;
+    voltpack's pods carry theirs in an annotation because a literal one is refused)."""
+    pcs = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+    def priority_class(name: str, value: int, **extra: Any) -> dict[str, Any]:
+        return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value, **extra}  # fmt: skip
+
+    def classed(name: str, **spec: Any) -> dict[str, Any]:
+        body = pod(name, gpus=0)
+        body["spec"].update(spec)
+        return body
+
+    return [
+        Step("pc-create", "POST", pcs, priority_class("train-high", 1000, description="train"),
+             source="tests (PriorityClass of serving pods), user manifests"),
+        Step("pc-get", "GET", f"{pcs}/train-high", source="kubectl get priorityclass"),
+        Step("pc-create-too-high", "POST", pcs, priority_class("too-high", 2_000_000_000),
+             source="Forbidden: above the highest user priority"),
+        Step("pc-create-system-name", "POST", pcs, priority_class("system-mine", 10),
+             source="Forbidden: system- prefix reserved"),
+        Step("pc-create-bad-policy", "POST", pcs,
+             priority_class("odd", 5, preemptionPolicy="Sometimes"), source="NotSupported"),
+        Step("pc-update-value", "PUT", f"{pcs}/train-high",
+             priority_class("train-high", 2000) | {"metadata": {
+                 "name": "train-high", "resourceVersion": rv("pc-create")}},
+             source="Invalid: value immutable"),
+        Step("pod-create-class", "POST", f"{P}/pods",
+             classed("classed-0", priorityClassName="train-high"),
+             source="inference pods (priorityClassName)"),
+        Step("pod-create-system-class", "POST", f"{P}/pods",
+             classed("critical-0", priorityClassName="system-node-critical"),
+             source="the agent's DaemonSet (system-node-critical)"),
+        Step("pod-create-literal-priority", "POST", f"{P}/pods", classed("literal-0", priority=5),
+             source="Forbidden: literal spec.priority (found on the real apiserver)"),
+        Step("pod-create-matching-priority", "POST", f"{P}/pods",
+             classed("literal-1", priority=1000, priorityClassName="train-high"),
+             source="a literal priority equal to the class's is accepted"),
+        Step("pod-create-unknown-class", "POST", f"{P}/pods",
+             classed("lost-0", priorityClassName="nope"), source="Forbidden: no such class"),
+        Step("pod-create-never-policy", "POST", f"{P}/pods",
+             classed("policy-0", priorityClassName="train-high", preemptionPolicy="Never"),
+             source="Forbidden: preemptionPolicy other than the class's"),
+        Step("pc-create-default", "POST", pcs,
+             priority_class("everyone", 10, globalDefault=True, preemptionPolicy="Never"),
+             source="a cluster's global default class"),
+        Step("pc-create-second-default", "POST", pcs,
+             priority_class("everyone-else", 20, globalDefault=True),
+             source="Forbidden: only one default"),
+        Step("pod-create-defaulted", "POST", f"{P}/pods", classed("plain-0"),
+             source="a pod without a class takes the global default"),
+        Step("pc-delete-default", "DELETE", f"{pcs}/everyone", source="kubectl delete"),
+        Step("pc-delete", "DELETE", f"{pcs}/train-high", source="kubectl delete"),
+    ]  # fmt: skip
+
+
 def teardown_steps() -> list[Step]:
     return [
         Step("ns-scratch", "POST", "/api/v1/namespaces",
@@ -933,7 +990,7 @@ def all_steps() -> list[Step]:
     """The whole corpus, in the order it runs."""
     steps = setup_steps() + pod_steps() + config_steps() + event_steps()
     steps += custom_steps() + owner_steps() + discovery_steps() + review_steps() + watch_steps()
-    steps += teardown_steps()
+    steps += priority_steps() + teardown_steps()
     steps = [_with_known(step) for step in steps]
     names = [step.name for step in steps]
     duplicates = {name for name in names if names.count(name) > 1}

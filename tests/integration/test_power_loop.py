@@ -245,14 +245,17 @@ def power_budget(name: str, budget_w: float, parent: str | None = None) -> dict[
     }
 
 
-def bound_pod(name: str, gpus: tuple[int, ...], priority: int) -> dict[str, Any]:
+def bound_pod(name: str, gpus: tuple[int, ...], priority_class: str | None) -> dict[str, Any]:
+    """A pod bound to NODE on `gpus`; its priority comes from its PriorityClass (an API
+    server refuses a literal `spec.priority`)."""
     pod = pod_manifest(
         name,
         gpus=len(gpus),
         annotations={"voltpack.io/gpu-indices": ",".join(map(str, gpus))},
         node_name=NODE,
     )
-    pod["spec"]["priority"] = priority
+    if priority_class:
+        pod["spec"]["priorityClassName"] = priority_class
     return pod
 
 
@@ -283,8 +286,11 @@ def rig(
     custom.create_cluster_custom_object(
         "voltpack.io", "v1alpha1", "powerbudgets", power_budget(BUDGET, BUDGET_W)
     )
-    core.create_namespaced_pod("default", bound_pod("serve", HIGH, priority=2000))
-    core.create_namespaced_pod("default", bound_pod("train", LOW, priority=0))
+    client.SchedulingV1Api(api_client).create_priority_class(
+        {"metadata": {"name": "serving"}, "value": 2000}
+    )
+    core.create_namespaced_pod("default", bound_pod("serve", HIGH, "serving"))
+    core.create_namespaced_pod("default", bound_pod("train", LOW, None))
     state = tmp_path / "nvml-state"
     write_state(state, [FakeGpu(power_mw=100_000) for _ in range(8)])
     monkeypatch.setenv(STATE_ENV, str(state))

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from voltpack.emulator import cel, strategies
+from voltpack.emulator import cel, priority, strategies
 from voltpack.emulator.binding import bind
 from voltpack.emulator.deletion import Deletion
 from voltpack.emulator.errors import (
@@ -58,7 +58,14 @@ from voltpack.emulator.patch import (
     merge_patch,
     strategic_merge_patch,
 )
-from voltpack.emulator.resources import CRDS, NAMESPACES, PODS, ResourceRegistry, ResourceType
+from voltpack.emulator.resources import (
+    CRDS,
+    NAMESPACES,
+    PODS,
+    PRIORITYCLASSES,
+    ResourceRegistry,
+    ResourceType,
+)
 from voltpack.emulator.schema import apply_defaults, prune
 from voltpack.emulator.schema import validate as validate_schema
 from voltpack.emulator.selectors import FieldSelector, LabelSelector
@@ -293,6 +300,13 @@ class Operations:
         if causes:
             raise self._invalid(rtype, name_of(obj), causes)
 
+    def _admit(self, rtype: ResourceType, obj: JsonObj) -> None:
+        """The admission plugins that change or refuse a new object (Priority)."""
+        if rtype.key == PODS.key:
+            priority.admit_pod(obj, self.store.objects(PRIORITYCLASSES.key))
+        elif rtype.key == PRIORITYCLASSES.key:
+            priority.admit_priority_class(obj, self.store.objects(PRIORITYCLASSES.key))
+
     def _check_can_create_in(self, rtype: ResourceType, obj: JsonObj) -> None:
         if rtype.namespaced:
             namespace = namespace_of(obj)
@@ -392,6 +406,7 @@ class Operations:
         metadata["creationTimestamp"] = self._now()
         if rtype.tracks_generation:
             metadata["generation"] = 1
+        self._admit(rtype, obj)
         strategies.prepare_create(rtype, obj, self.clock())
         strategies.serialized_nulls(rtype, obj)
         self._normalize_metadata(obj)

@@ -198,6 +198,16 @@ CLUSTERROLEBINDINGS = ResourceType(
     namespaced=False,
 )
 
+PRIORITYCLASSES = ResourceType(
+    "scheduling.k8s.io",
+    "v1",
+    "PriorityClass",
+    "priorityclasses",
+    "priorityclass",
+    namespaced=False,
+    short_names=("pc",),
+    tracks_generation=True,
+)
 
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICECLASSES = ResourceType(
@@ -280,6 +290,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     CLUSTERROLES,
     ROLEBINDINGS,
     CLUSTERROLEBINDINGS,
+    PRIORITYCLASSES,
     DEVICECLASSES,
     RESOURCECLAIMS,
     RESOURCECLAIMTEMPLATES,

@@ -13,10 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from voltpack.emulator import dra_validation as dra
+from voltpack.emulator import priority
 from voltpack.emulator.errors import Cause
 from voltpack.emulator.kind_validation import validate_core_event, validate_lease
 from voltpack.emulator.objects import JsonObj, timestamp
-from voltpack.emulator.resources import ResourceType
+from voltpack.emulator.resources import PRIORITYCLASSES, ResourceType
 from voltpack.emulator.validation import (
     default_rbac_binding,
     validate_configmap,
@@ -239,6 +240,8 @@ def prepare_create(rtype: ResourceType, obj: JsonObj, now: datetime) -> None:
     elif rtype.key == "customresourcedefinitions.apiextensions.k8s.io":
         default_crd(obj)
         obj["status"] = crd_status(obj, now, None)
+    elif rtype.key == PRIORITYCLASSES.key:
+        priority.default_priority_class(obj)
     elif rtype.key == "secrets":
         obj.setdefault("type", "Opaque")
         fold_string_data(obj)
@@ -273,6 +276,8 @@ def prepare_update(rtype: ResourceType, new: JsonObj, old: JsonObj, now: datetim
     """Defaults of an update of the main resource, in place."""
     if rtype.key == "pods":
         default_pod(new)
+    elif rtype.key == PRIORITYCLASSES.key:
+        priority.default_priority_class(new)
     elif rtype.key == "namespaces":
         new["spec"] = copy.deepcopy(old.get("spec", {}))
         label_namespace(new)
@@ -309,6 +314,8 @@ def validate(rtype: ResourceType, obj: JsonObj) -> list[Cause]:
         return validate_lease(obj)
     if rtype.key == "events":
         return validate_core_event(obj)
+    if rtype.key == PRIORITYCLASSES.key:
+        return priority.validate_priority_class(obj)
     return []
 
 
@@ -335,6 +342,8 @@ def validate_update(rtype: ResourceType, new: JsonObj, old: JsonObj) -> list[Cau
         return dra.validate_resource_claim_template_update(new, old)
     if rtype.key == _SLICES:
         return dra.validate_resource_slice_update(new, old)
+    if rtype.key == PRIORITYCLASSES.key:
+        return priority.validate_priority_class_update(new, old)
     causes = validate(rtype, new)
     if rtype.key == "pods":
         new_spec = new.get("spec") or {}
