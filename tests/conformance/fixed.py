@@ -12,6 +12,7 @@ FIRST = "f8aa8f5"
 SECOND = "0805d9b"
 AGGREGATED = "e9acca3"
 POD_STATUS = "5d7413a"
+PRIORITY = "4bcfb80"
 
 
 @dataclass(frozen=True)
@@ -91,4 +92,10 @@ FIXED: tuple[Fixed, ...] = (
     Fixed("apis-aggregated, api-aggregated (kubectl's discovery)",
           "APIGroupDiscoveryList (apidiscovery.k8s.io/v2)",
           "APIGroupList / APIVersions (kubectl fell back to one request per group)", AGGREGATED),
+    Fixed("pod-create-literal-priority, pod-create-unknown-class, pod-create-never-policy",
+          "403 Forbidden (the Priority admission plugin)",
+          "201: a literal `spec.priority` kept, an unknown class accepted", PRIORITY),
+    Fixed("pc-* (PriorityClasses), pod-create-class, pod-create-defaulted",
+          "scheduling.k8s.io/v1 served; a pod's priority is its class's or the global default's",
+          "404 (not served); priority 0 unless literal", PRIORITY),
 )  # fmt: skip
