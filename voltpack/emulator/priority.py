@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from voltpack.emulator.errors import Cause, forbidden
+from voltpack.emulator.errors import ApiError, Cause, forbidden
 from voltpack.emulator.objects import JsonObj, meta
 
 SYSTEM_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
@@ -23,6 +23,16 @@ PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _computed_otherwise(pod: str, what: str, given: object, computed: object) -> ApiError:
+    return forbidden(
+        "pods",
+        "",
+        pod,
+        f"the {what} ({given}) must not be provided in pod spec; priority admission "
+        f"controller computed {computed} from the given PriorityClass name",
+    )
 
 
 def admit_pod(pod: JsonObj, classes: Iterable[JsonObj]) -> None:
@@ -53,28 +63,14 @@ def admit_pod(pod: JsonObj, classes: Iterable[JsonObj]) -> None:
             policy = lowest.get("preemptionPolicy")
     given = spec.get("priority")
     if given is not None and given != priority:
-        raise forbidden(
-            "pods",
-            "",
-            name,
-            f"the integer value of priority ({given}) must not be provided in pod spec; "
-            f"priority admission controller computed {priority} from the given "
-            "PriorityClass name",
-        )
+        raise _computed_otherwise(name, "integer value of priority", given, priority)
     spec["priority"] = priority
     if policy is None:  # no class: the pod's own, else the default
         spec.setdefault("preemptionPolicy", DEFAULT_PREEMPTION)
         return
     given_policy = spec.get("preemptionPolicy")
     if given_policy is not None and given_policy != policy:
-        raise forbidden(
-            "pods",
-            "",
-            name,
-            f"the string value of PreemptionPolicy ({given_policy}) must not be provided in "
-            f"pod spec; priority admission controller computed {policy} from the given "
-            "PriorityClass name",
-        )
+        raise _computed_otherwise(name, "string value of PreemptionPolicy", given_policy, policy)
     spec["preemptionPolicy"] = policy
 
 
