@@ -777,8 +777,10 @@ def priority_steps() -> list[Step]:
              priority_class("train-high", 2000) | {"metadata": {
                  "name": "train-high", "resourceVersion": rv("pc-create")}},
              source="Invalid: value immutable"),
+        # kube-apiserver's Priority admission reads the classes from an informer: a class is
+        # seen a moment after its create (without the pause the real answers vary)
         Step("pod-create-class", "POST", f"{P}/pods",
-             classed("classed-0", priorityClassName="train-high"),
+             classed("classed-0", priorityClassName="train-high"), pause_s=2.0,
              source="inference pods (priorityClassName)"),
         Step("pod-create-system-class", "POST", f"{P}/pods",
              classed("critical-0", priorityClassName="system-node-critical"),
@@ -797,7 +799,7 @@ def priority_steps() -> list[Step]:
              priority_class("everyone", 10, globalDefault=True, preemptionPolicy="Never"),
              source="a cluster's global default class"),
         Step("pc-create-second-default", "POST", pcs,
-             priority_class("everyone-else", 20, globalDefault=True),
+             priority_class("everyone-else", 20, globalDefault=True), pause_s=2.0,
              source="Forbidden: only one default"),
         Step("pod-create-defaulted", "POST", f"{P}/pods", classed("plain-0"),
              source="a pod without a class takes the global default"),
