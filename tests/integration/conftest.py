@@ -240,6 +240,17 @@ def operator_on(api: client.ApiClient, config: OperatorConfig, **kwargs: Any) ->
         api.close()
 
 
+FAIR_SHARE_POLICY = """\
+apiVersion: voltpack.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: fair-share}
+spec:
+  scoring: {strategy: best-fit}
+  queueing: {ordering: fair-share, min_runtime_s: 0}
+"""
+"""Best-fit with fair-share queues and no minimum runtime: the cycle-driven tests' policy."""
+
+
 @contextmanager
 def cycle_driven_operator(url: str, policy_text: str, identity: str) -> Iterator[Operator]:
     """An operator whose caches watch the cluster while the test runs its cycles by hand

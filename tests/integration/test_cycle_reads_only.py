@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from tests.integration.conftest import (
+    FAIR_SHARE_POLICY,
     cycle_driven_operator,
     gpu_job_manifest,
     pod_manifest,
@@ -25,14 +26,6 @@ from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
-POLICY = """\
-apiVersion: voltpack.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: reads-only}
-spec:
-  scoring: {strategy: best-fit}
-  queueing: {ordering: fair-share, min_runtime_s: 0}
-"""
 
 
 @pytest.fixture
@@ -75,7 +68,7 @@ def test_cycles_leave_every_cached_object_as_the_watch_delivered_it(
     for name in ("pair-0", "pair-1"):
         core.create_namespaced_pod("default", pod_manifest(name, gpus=1, annotations=group))
     core.create_namespaced_pod("default", pod_manifest("single", gpus=1))
-    with cycle_driven_operator(emulator.url, POLICY, "op-reads") as operator:
+    with cycle_driven_operator(emulator.url, FAIR_SHARE_POLICY, "op-reads") as operator:
         stop = threading.Event()
         for cache in (operator.gpunodes, operator.topologies, operator.budgets):
             cache.start(stop)

@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest import (
+    FAIR_SHARE_POLICY,
     Kubectl,
     cycle_driven_operator,
     gpu_job_manifest,
@@ -28,14 +29,6 @@ from voltpack.operator.runner import Operator
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"
-POLICY = """\
-apiVersion: voltpack.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: queues}
-spec:
-  scoring: {strategy: best-fit}
-  queueing: {ordering: fair-share, min_runtime_s: 0}
-"""
 
 
 @pytest.fixture
@@ -74,7 +67,7 @@ class Driver:
 
 @contextmanager
 def driven_operator(emulator: RunningEmulator, core: client.CoreV1Api) -> Iterator[Driver]:
-    with cycle_driven_operator(emulator.url, POLICY, "op-q") as operator:
+    with cycle_driven_operator(emulator.url, FAIR_SHARE_POLICY, "op-q") as operator:
         yield Driver(operator, core)
 
 
