@@ -107,6 +107,11 @@ class ResourceCache:
         with self._lock:
             return [copy.deepcopy(obj) for obj in self._objects.values()]
 
+    def peek(self, key: str) -> dict[str, Any] | None:
+        """One cached object itself, not a copy (as `values`): read it, never change it."""
+        with self._lock:
+            return self._objects.get(key)
+
     def get(self, key: str) -> dict[str, Any] | None:
         """A copy of one cached object."""
         with self._lock:

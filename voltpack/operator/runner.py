@@ -650,7 +650,7 @@ class Operator:
         """
         if pod is None:
             return None
-        cached = self.pods.get(pod_key(pod))
+        cached = self.pods.peek(pod_key(pod))  # read only: no copy per bound pod
         if cached is not None and (cached.get("spec") or {}).get("nodeName"):
             return cached
         meta = pod["metadata"]
