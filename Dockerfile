@@ -7,9 +7,12 @@
 
 FROM python:3.12-slim-bookworm AS build
 WORKDIR /src
+COPY requirements/runtime.lock ./requirements/
+# the dependencies at their locked versions, each checked against its hash
+RUN pip wheel --no-cache-dir --wheel-dir /wheels --require-hashes -r requirements/runtime.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY voltpack ./voltpack
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.12-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \

