@@ -10,14 +10,19 @@ guarantees fit their parent's. Then:
 (b) no queue ever uses more than a limit;
 (c) a queue within its guarantee is never reclaimed from;
 (d) gangs are evicted whole: the snapshot always equals the running gangs' pods exactly.
+
+Derandomised: every run tries the same examples (and the pinned ones), so `make test` and CI
+cannot flake on a new random draw. `HYPOTHESIS_EXPLORE=1` searches afresh (random, or the
+seed of `--hypothesis-seed=N`); pin what it finds with `@example`.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.builders import gpu_node, scheduler_for, snapshot_of, whole_pod
@@ -26,7 +31,12 @@ from voltpack.model.resources import QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.fair_share import FairShareOrdering
 from voltpack.scheduler.preemption import PreemptionRules, RunningGang
-from voltpack.scheduler.queue_cycle import PendingGang, schedule_queues, snapshot_capacity
+from voltpack.scheduler.queue_cycle import (
+    PendingGang,
+    QueueCyclePlan,
+    schedule_queues,
+    snapshot_capacity,
+)
 from voltpack.scheduler.queues import QueueTree, QueueUsage, borrowing, exceeded
 
 MODELS = ("A100", "T4")
@@ -36,6 +46,7 @@ ARRIVAL_CYCLES = 6
 SETTLE_CYCLES = 12
 """After arrivals stop: every job either runs or finishes within this many cycles."""
 FOREVER = -1
+EXPLORE = os.environ.get("HYPOTHESIS_EXPLORE") == "1"
 
 
 @dataclass
@@ -119,6 +130,52 @@ def worlds(draw: st.DrawFn) -> World:
     return World(nodes, specs, leaves, jobs)
 
 
+def _job(name: str, queue: str, workers: int, duration: int, arrival: int) -> Job:
+    return Job(name, queue, workers, None, 0, False, duration, arrival)
+
+
+RECLAIM_AFTER_A_PLACEMENT_IN_THE_CYCLE = World(
+    nodes=[("n0", 2, "A100"), ("n1", 4, "A100"), ("n2", 4, "T4")],
+    specs={
+        name: QueueSpec.model_validate(spec)
+        for name, spec in {
+            "r0": {"quotas": [{"gpuModel": "T4", "guaranteed": 1}]},
+            "r0c0": {
+                "parent": "r0",
+                "quotas": [
+                    {"gpuModel": "A100", "guaranteed": 0, "limit": 0},
+                    {"gpuModel": "T4", "guaranteed": 1},
+                ],
+            },
+            "r0c1": {"parent": "r0"},
+            "r1": {"quotas": [{"gpuModel": "T4", "guaranteed": 1}]},
+            "r2": {},
+            "r2c0": {"parent": "r2"},
+            "r2c1": {"parent": "r2"},
+        }.items()
+    },
+    leaves=["r0c0", "r0c1", "r1", "r2c0", "r2c1"],
+    jobs=[
+        _job("j00", "r2c0", 1, FOREVER, 0),
+        _job("j01", "r0c0", 1, 1, 1),
+        _job("j02", "r0c0", 3, 1, 0),
+        _job("j03", "r0c0", 1, 1, 0),
+        _job("j04", "r0c0", 2, 1, 1),
+        _job("j05", "r2c0", 3, FOREVER, 0),
+        _job("j06", "r1", 3, 4, 1),
+        _job("j07", "r0c0", 1, 1, 0),
+        _job("j08", "r0c0", 1, 1, 0),
+        _job("j09", "r0c0", 1, 1, 0),
+        _job("j10", "r0c0", 1, 1, 0),
+        _job("j11", "r0c0", 1, 4, 0),
+        _job("j12", "r1", 1, 1, 4),
+    ],
+)
+"""Found with --hypothesis-seed=20: at 40 s, r0c0 (1 T4 at the cycle's start, guaranteed 1)
+gets j04 placed (3 T4: borrowing 2), then j12 of r1 (no T4, guaranteed 1) reclaims j11 from
+it. Right by the core; the old check judged the reclaim on the usage at the cycle's start."""
+
+
 def group_of(job: Job) -> PodGroup:
     models = (job.model,) if job.model else ()
     pods = tuple(whole_pod(f"{job.name}-{i}", 1, models=models) for i in range(job.workers))
@@ -150,6 +207,32 @@ def check_limits(usage: QueueUsage) -> None:
                 assert used.get(model, 0.0) <= quota.limit + 1e-9, (name, model, used)
 
 
+def check_reclaims_take_only_borrowed(
+    tree: QueueTree,
+    snapshot: ClusterSnapshot,
+    before: QueueUsage,
+    plan: QueueCyclePlan,
+    jobs: dict[str, Job],
+) -> None:
+    """(c), judged on the usage at the moment of each reclaim: the cycle's decisions in their
+    order, each gang placed earlier in the cycle counted and each gang evicted earlier taken
+    back (a queue within its guarantee at the start of a cycle may borrow by a placement
+    earlier in that cycle, and is then rightly reclaimed from)."""
+    usage = before.copy()
+    placed = {gang.name: gang for gang in plan.placed}
+    for decision in plan.decisions:
+        for eviction in (e for e in plan.evictions if e.by == decision.subject):
+            victim = eviction.gang
+            if eviction.reason.split(": ", 2)[1].startswith("reclaim"):
+                theirs = tree.below_common_ancestor(victim.queue, jobs[eviction.by].queue)
+                models = sorted(victim.gpus_by_model(snapshot))
+                assert borrowing(usage, theirs, models) is not None, eviction.reason
+            usage.add(victim.queue, victim.gpus_by_model(snapshot), sign=-1.0)
+        if decision.placed and decision.subject in placed:
+            gang = placed[decision.subject]
+            usage.add(gang.queue, gang.gpus_by_model(snapshot))
+
+
 def check_snapshot_matches(snapshot: ClusterSnapshot, nodes: list, running: list) -> None:
     rebuilt = snapshot_of(*(gpu_node(n, g, m) for n, g, m in nodes))
     for gang in running:
@@ -158,8 +241,9 @@ def check_snapshot_matches(snapshot: ClusterSnapshot, nodes: list, running: list
     np.testing.assert_array_equal(rebuilt.gpu_free_milli, snapshot.gpu_free_milli)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=not EXPLORE)
 @given(worlds(), st.integers(0, 2**16))
+@example(RECLAIM_AFTER_A_PLACEMENT_IN_THE_CYCLE, 0)
 def test_queues_are_starvation_free_within_limits_and_reclaim_only_borrowed(
     world: World, seed: int
 ) -> None:
@@ -196,17 +280,13 @@ def test_queues_are_starvation_free_within_limits_and_reclaim_only_borrowed(
         plan = schedule_queues(
             scheduler, snapshot, tree, gangs, running, FairShareOrdering(), RULES, now_s, rng
         )
+        check_reclaims_take_only_borrowed(tree, snapshot, before, plan, jobs)
         for eviction in plan.evictions:
             victim = eviction.gang
             assert victim in running
             running.remove(victim)
             pending[victim.name] = jobs[victim.name]  # re-created, waits again
             finish_at.pop(victim.name, None)
-            if eviction.reason.split(": ", 2)[1].startswith("reclaim"):
-                by = jobs[eviction.by]
-                theirs = tree.below_common_ancestor(victim.queue, by.queue)
-                models = sorted(victim.gpus_by_model(snapshot))
-                assert borrowing(before, theirs, models) is not None, eviction.reason
         for gang in plan.placed:
             job = jobs[gang.name]
             running.append(gang)

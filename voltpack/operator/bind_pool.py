@@ -1,6 +1,6 @@
 """Binding a cycle's gangs several at a time, as kube-scheduler binds in goroutines.
 
-Each gang is still bound by `bind_gang` (one request per pod, all-or-nothing reporting); only
+Each gang is still bound by `bind_gang` (one request per pod, all or none); only
 different gangs are in flight together. A binding waits on the API server, not on this
 process's CPU, so threads overlap the round trips: one after another, a real kube-apiserver on
 this 2-core machine took about 20 ms per binding (50 pods/s).
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from kubernetes.client import CoreV1Api
 
 from voltpack.model.decision import Placement
-from voltpack.operator.binder import bind_gang
+from voltpack.operator.binder import GangBindResult, bind_gang
 from voltpack.operator.conventions import PLACEMENT_REASON_ANNOTATION
 from voltpack.operator.dra_support import GangClaims
 from voltpack.operator.dra_writer import ClaimWrite
@@ -34,6 +34,8 @@ class GangBinding:
     ranks: dict[str, int] = field(default_factory=dict)
     claims: tuple[ClaimWrite, ...] = ()
     """ResourceClaims to allocate and reserve before any pod of the gang is bound."""
+    owned: frozenset[str] = frozenset()
+    """Pods a controller owns (created again when a failed binding undoes the gang)."""
 
 
 def with_claims(binding: GangBinding, claims: GangClaims) -> GangBinding:
@@ -68,20 +70,27 @@ def bind_gangs(
     pool: Executor | None,
     still_leader: Callable[[], bool],
     write_claims: ClaimsWriter | None = None,
-) -> list[dict[str, str] | None]:
-    """Failures by pod for each gang, in order; None for a gang not tried because this
+) -> list[GangBindResult | None]:
+    """What binding each gang did, in order; None for a gang not tried because this
     replica stopped leading first (its pods stay pending for the next leader). `pool` binds
     gangs concurrently; None: one after another. A gang's claims are written first; when they
     cannot be, no pod of it is bound."""
 
-    def bind(binding: GangBinding) -> dict[str, str] | None:
+    def bind(binding: GangBinding) -> GangBindResult | None:
         if not still_leader():
             return None
         if binding.claims and write_claims is not None:
             problem = write_claims(binding.claims)
             if problem:
-                return {placement.pod: problem for placement in binding.placements}
-        return bind_gang(core, binding.placements, binding.uids, binding.annotations, binding.ranks)
+                return GangBindResult({p.pod: problem for p in binding.placements})
+        return bind_gang(
+            core,
+            binding.placements,
+            binding.uids,
+            binding.annotations,
+            binding.ranks,
+            binding.owned,
+        )
 
     if pool is None or len(bindings) <= 1:
         return [bind(b) for b in bindings]

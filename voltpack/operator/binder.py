@@ -1,11 +1,14 @@
-"""Writes the scheduler's decisions into the cluster: GPU indices, bindings, Events."""
+"""Writes the scheduler's decisions into the cluster: GPU indices, bindings (a gang whole or
+none of it), Events."""
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +16,7 @@ from kubernetes.client import CoreV1Api
 
 from voltpack.model.decision import Placement
 from voltpack.operator.conventions import (
+    GANG_BINDING_ANNOTATION,
     GPU_INDICES_ANNOTATION,
     NICS_ANNOTATION,
     RANK_ANNOTATION,
@@ -41,57 +45,157 @@ def binding_annotations(placement: Placement, rank: int) -> dict[str, str]:
     return written
 
 
+@dataclass(frozen=True)
+class GangBindResult:
+    """What binding one gang did: why each pod is not bound (none: all are), and the pods
+    bound and then deleted again because the gang could not be bound whole."""
+
+    failures: dict[str, str] = field(default_factory=dict)
+    undone: tuple[str, ...] = ()
+
+
 def bind_gang(
     core: CoreV1Api,
     placements: Sequence[Placement],
     uids: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     ranks: dict[str, int] | None = None,
-) -> dict[str, str]:
-    """Bind every pod of a gang; return the failures by pod.
+    owned: frozenset[str] | None = None,
+) -> GangBindResult:
+    """Bind every pod of a gang, or none: a failure after others were bound undoes them.
 
     One request per pod: the Binding carries the pod's GPU indices, its rank (its position in
     `placements`) and its NICs as annotations, which the API server copies onto the pod
     together with the node name, so a pod is never bound without them recorded. In a gang of
-    two or more pods, each pod first gets its rank as a label too (a patch; an API server does
-    not copy a Binding's labels). With `uids`, a pod deleted and re-created under the same name
-    since the snapshot is neither labelled nor bound (UID precondition). A binding that fails
-    after others of the gang succeeded (the pod was deleted or bound elsewhere meanwhile) is
-    reported; the next cycle sees the cluster as it is. `annotations` are written on every pod
+    two or more pods, every pod first gets its rank as a label (an API server does not copy a
+    Binding's labels) and the binding attempt (`voltpack.io/gang-binding`), all before the
+    first binding: a label that cannot be written stops the gang with none bound. A binding
+    that fails (a 5xx, the pod deleted or bound elsewhere meanwhile) stops the gang too, and
+    the members already bound are deleted (`undo_members`: Kubernetes cannot unbind a pod;
+    `owned` names the pods a controller creates again, for their Events). A gang left
+    partly bound anyway (the process stopped between bindings, a delete failed) is found by
+    its attempt in a later cycle (`gang_undo.PartialGangs`).
+
+    With `uids`, a pod deleted and re-created under the same name since the snapshot is
+    neither labelled nor bound (UID precondition). `annotations` are written on every pod
     with the binding. `ranks` overrides the rank of some pods (a worker rejoining a running
     elastic job takes the rank the job lacks).
     """
-    failures: dict[str, str] = {}
+    uids = uids or {}
+    written = dict(annotations or {})
+    if len(placements) > 1:
+        written[GANG_BINDING_ANNOTATION] = f"{secrets.token_hex(6)}/{len(placements)}"
+        for position, placement in enumerate(placements):
+            rank = (ranks or {}).get(placement.pod, position)
+            meta: dict[str, Any] = {
+                "labels": {RANK_LABEL: str(rank)},
+                "annotations": {GANG_BINDING_ANNOTATION: written[GANG_BINDING_ANNOTATION]},
+            }
+            if placement.pod in uids:
+                meta["uid"] = uids[placement.pod]
+            namespace, name = _split(placement.pod)
+            try:
+                call_json(core.patch_namespaced_pod, name, namespace, {"metadata": meta})
+            except Exception as error:
+                why = f"rank label of {placement.pod} not written: {api_message(error)}"
+                return GangBindResult(_gang_failures(placements, placement.pod, why))
+    bound: list[Placement] = []
     for position, placement in enumerate(placements):
         rank = (ranks or {}).get(placement.pod, position)
-        namespace, name = _split(placement.pod)
-        if len(placements) > 1:
-            patch: dict[str, Any] = {"metadata": {"labels": {RANK_LABEL: str(rank)}}}
-            if uids and placement.pod in uids:
-                patch["metadata"]["uid"] = uids[placement.pod]
-            try:
-                call_json(core.patch_namespaced_pod, name, namespace, patch)
-            except Exception as error:
-                failures[placement.pod] = f"rank label not written: {api_message(error)}"
-                continue
-        metadata: dict[str, Any] = {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {**(annotations or {}), **binding_annotations(placement, rank)},
-        }
-        if uids and placement.pod in uids:
-            metadata["uid"] = uids[placement.pod]
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": metadata,
-            "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
-        }
         try:
-            call_json(core.create_namespaced_pod_binding, name, namespace, body)
+            _bind(core, placement, rank, uids.get(placement.pod), written)
         except Exception as error:
-            failures[placement.pod] = f"binding failed: {api_message(error)}"
-    return failures
+            why = f"binding of {placement.pod} to {placement.node} failed: {api_message(error)}"
+            if not bound:
+                return GangBindResult(_gang_failures(placements, placement.pod, why))
+            cause = (
+                f"gang of {len(placements)} pods could not be bound whole ({why}); "
+                f"{len(bound)} bound members undone"
+            )
+            members = [
+                Member(p.pod, uids.get(p.pod), p.pod in (owned or frozenset())) for p in bound
+            ]
+            undone = undo_members(core, members, cause)
+            return GangBindResult(_gang_failures(placements, placement.pod, why), tuple(undone))
+        bound.append(placement)
+    return GangBindResult()
+
+
+def _gang_failures(placements: Sequence[Placement], failed: str, why: str) -> dict[str, str]:
+    """Every pod of the gang unbound: `failed` for `why`, the others because of it."""
+    return {p.pod: why if p.pod == failed else f"gang not bound whole: {why}" for p in placements}
+
+
+def _bind(
+    core: CoreV1Api, placement: Placement, rank: int, uid: str | None, written: dict[str, str]
+) -> None:
+    namespace, name = _split(placement.pod)
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "annotations": {**written, **binding_annotations(placement, rank)},
+    }
+    if uid:
+        metadata["uid"] = uid
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
+    }
+    call_json(core.create_namespaced_pod_binding, name, namespace, body)
+
+
+UNDONE_REASON = "GangBindingUndone"
+"""The Event reason on each deleted member (and on its GPUJob)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """A bound pod of a gang to undo: `namespace/name`, its UID (delete precondition) and
+    whether a controller owns it (creates it again)."""
+
+    key: str
+    uid: str | None = None
+    controlled: bool = True
+
+
+def controlled(pod: dict[str, Any]) -> bool:
+    """Whether a controller owns the pod (an ownerReference with `controller: true`)."""
+    return any(ref.get("controller") for ref in pod["metadata"].get("ownerReferences") or [])
+
+
+def undo_members(core: CoreV1Api, members: Sequence[Member], cause: str) -> list[str]:
+    """Delete the bound members of a gang that cannot be bound whole (no grace: their GPUs
+    are free for the gang's next placement now), each with a Warning Event saying `cause`.
+
+    Returns the members deleted (or already gone); a member whose delete fails is left for
+    `PartialGangs` to find in a later cycle.
+    """
+    deleted = []
+    for member in members:
+        namespace, _, name = member.key.partition("/")
+        fate = (
+            "deleted: its controller creates it again and the gang is placed again whole"
+            if member.controlled
+            else "deleted: no controller owns it, so it is not created again (create the gang "
+            "again, or run it under a GPUJob, Job or JobSet)"
+        )
+        body = {"preconditions": {"uid": member.uid}} if member.uid else None
+        try:
+            call_json(
+                core.delete_namespaced_pod, name, namespace, grace_period_seconds=0, body=body
+            )
+        except Exception as error:
+            if status_code(error) not in (404, 409):  # 409: a new pod of that name: not ours
+                log.warning("undo of %s failed (retried next cycle): %s", member.key,
+                            api_message(error))  # fmt: skip
+                continue
+        else:
+            pod = {"metadata": {"name": name, "namespace": namespace, "uid": member.uid}}
+            record_event(core, pod, UNDONE_REASON, f"{cause}; this pod was bound and is {fate}")
+        deleted.append(member.key)
+    return deleted
 
 
 #: who reports voltpack's Events (`reportingInstance`, at most 128 characters)

@@ -62,6 +62,11 @@ RANK_ANNOTATION = "voltpack.io/rank"
 """Written by voltpack when binding a gang: the pod's rank (0..n-1, placement order); also a
 label on pods of gangs of two or more. Workers read it through the downward API (`RANK`)."""
 RANK_LABEL = RANK_ANNOTATION
+GANG_BINDING_ANNOTATION = "voltpack.io/gang-binding"
+"""Written by voltpack on every pod of a gang of two or more before any of them is bound:
+`<attempt id>/<members>`. Pods of one attempt, some bound and some pending, are a gang left
+partly bound (e.g. the operator stopped between two bindings); the next leader undoes it
+(`gang_undo.py`, docs/gang-binding.md)."""
 NICS_ANNOTATION = "voltpack.io/nics"
 """Written by voltpack when binding a pod that got an RDMA NIC share: the NICs' names,
 comma-separated (the worker's `NCCL_IB_HCA`)."""

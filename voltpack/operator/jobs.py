@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from voltpack.operator.conventions import (
     WORLD_SIZE_ANNOTATION,
 )
 from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.status_writes import patch_status_guarded
 from voltpack.operator.translate import gpu_indices
 
 log = logging.getLogger(__name__)
@@ -341,14 +342,17 @@ class JobController:
             return
         if FINALIZER not in (meta.get("finalizers") or []):
             patch = {"metadata": {"finalizers": [*(meta.get("finalizers") or []), FINALIZER]}}
-            call_json(
+            updated = call_json(
                 self.custom.patch_namespaced_custom_object,
                 API_GROUP, API_VERSION, namespace, PLURAL, name, patch,
             )  # fmt: skip
+            if updated.get("metadata"):  # its resourceVersion guards the status write
+                job = updated
         try:
             spec = GpuJobSpec.model_validate(job.get("spec") or {})
         except ValidationError as exc:
-            self._write_status(job, {"phase": "Failed", "conditions": [_invalid(exc)]})
+            failed = {"phase": "Failed", "conditions": [_invalid(exc)]}
+            self._write_status(job, lambda _: failed)
             return
         existing = {w["metadata"]["name"] for w in workers}
         for index in range(spec.workers):
@@ -362,7 +366,7 @@ class JobController:
                     raise
         status = job_status(job, workers, unplaced, plan)
         if status != (job.get("status") or {}):
-            self._write_status(job, status)
+            self._write_status(job, lambda current: job_status(current, workers, unplaced, plan))
             condition = status["conditions"][0]
             before = ((job.get("status") or {}).get("conditions") or [{}])[0]
             if (
@@ -393,12 +397,39 @@ class JobController:
             {"metadata": {"finalizers": finalizers}},
         )  # fmt: skip
 
-    def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
+    def _write_status(
+        self, job: dict[str, Any], status_of: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> None:
+        """`status_of(job)` onto the job's version: two replicas during a leader handover both
+        write it, so a stale write gets 409 and is computed again on the job read fresh."""
         meta = job["metadata"]
-        call_json(
-            self.custom.patch_namespaced_custom_object_status,
-            API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], {"status": status},
-        )  # fmt: skip
+        namespace, name = meta["namespace"], meta["name"]
+
+        def status_for(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = status_of(current)
+            return None if status == (current.get("status") or {}) else status
+
+        patch_status_guarded(
+            lambda body: call_json(
+                self.custom.patch_namespaced_custom_object_status,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                PLURAL,
+                name,
+                body,
+            ),
+            lambda: call_json(
+                self.custom.get_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                PLURAL,
+                name,
+            ),
+            job,
+            status_for,
+        )
 
 
 def _invalid(error: ValidationError) -> dict[str, Any]:

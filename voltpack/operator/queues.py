@@ -36,6 +36,7 @@ from voltpack.operator.conventions import (
 from voltpack.operator.jobs import owning_job
 from voltpack.operator.kube import api_message, call_json, status_code
 from voltpack.operator.power_objects import rfc3339
+from voltpack.operator.status_writes import patch_status_guarded
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.scheduler.preemption import Eviction, RunningGang
 from voltpack.scheduler.queue_cycle import QueueReport
@@ -236,22 +237,39 @@ class QueueWriter:
     def _patch(
         self, obj: dict[str, Any], status: dict[str, Any], conditions: list[dict[str, Any]]
     ) -> None:
-        previous = obj.get("status") or {}
-        before = {c.get("type"): c for c in previous.get("conditions") or []}
+        """Write the Queue's status onto the version it was computed from (two replicas write
+        it during a leader handover): a stale write gets 409 and is computed again."""
         now = rfc3339(self.clock())
-        for condition in conditions:
-            old = before.get(condition["type"], {})
-            same = old.get("status") == condition["status"]
-            condition["lastTransitionTime"] = (same and old.get("lastTransitionTime")) or now
-        status = {**status, "conditions": conditions}
-        if {key: previous.get(key) for key in status} == status:
-            return
+
+        def status_for(current: dict[str, Any]) -> dict[str, Any] | None:
+            previous = current.get("status") or {}
+            before = {c.get("type"): c for c in previous.get("conditions") or []}
+            written = []
+            for condition in conditions:
+                old = before.get(condition["type"], {})
+                same = old.get("status") == condition["status"]
+                moment = (same and old.get("lastTransitionTime")) or now
+                written.append({**condition, "lastTransitionTime": moment})
+            wanted = {**status, "conditions": written}
+            return None if {key: previous.get(key) for key in wanted} == wanted else wanted
+
         name = obj["metadata"]["name"]
         try:
-            updated = call_json(
-                self.custom.patch_cluster_custom_object_status,
-                API_GROUP, API_VERSION, PLURAL, name, {"status": status},
-            )  # fmt: skip
+            updated = patch_status_guarded(
+                lambda body: call_json(
+                    self.custom.patch_cluster_custom_object_status,
+                    API_GROUP,
+                    API_VERSION,
+                    PLURAL,
+                    name,
+                    body,
+                ),
+                lambda: call_json(
+                    self.custom.get_cluster_custom_object, API_GROUP, API_VERSION, PLURAL, name
+                ),
+                obj,
+                status_for,
+            )
         except Exception as error:
             log.warning("Queue %s: status not written (retrying): %s", name, api_message(error))
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +25,7 @@ from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.operator.bind_pool import GangBinding, bind_gangs, with_claims
-from voltpack.operator.binder import binding_annotations, record_event
+from voltpack.operator.binder import UNDONE_REASON, binding_annotations, controlled, record_event
 from voltpack.operator.cache import ResourceCache, older_pod
 from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
@@ -37,6 +37,7 @@ from voltpack.operator.conventions import (
 from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
 from voltpack.operator.dra_support import DraSupport, GangClaims
 from voltpack.operator.gang_recovery import GangRecovery, join_ranks
+from voltpack.operator.gang_undo import PartialGangs
 from voltpack.operator.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.inference_services import InferenceServiceController
@@ -115,6 +116,8 @@ class OperatorStats:
     bound: int = 0
     bind_failures: int = 0
     evicted_gangs: int = 0
+    undone_gangs: int = 0
+    """Gangs bound in part and undone (a failed binding, or found partly bound later)."""
     moved_jobs: int = 0
     """Training jobs preempted at a round boundary to run on another GPU model."""
     events: int = 0
@@ -144,6 +147,7 @@ class Operator:
         self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
         self.recovery = GangRecovery(self.core, recovery_policy(config.policy.spec.recovery))
+        self.partial_gangs = PartialGangs(self.core)
         self.jobs = ResourceCache("gpujobs", self.job_controller.list_function, self.setup)
         self.budgets = ResourceCache(
             "powerbudgets",
@@ -454,6 +458,11 @@ class Operator:
         isolation = isolation_of(
             faults, {n: i for i, n in enumerate(snapshot.node_names)}, self.recovery.policy
         )
+        partly_bound = self.partial_gangs.cycle(pods)
+        if partly_bound:
+            for key in partly_bound:
+                self.pods.forget(key)
+            self.stats.undone_gangs += 1
         worker_plans = self.recovery.cycle(gpujobs, pods, faults, isolation, snapshot)
         self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced, worker_plans)
         if self.job_history is not None:
@@ -494,10 +503,12 @@ class Operator:
         results = bind_gangs(
             self.core, bindings, self._binding_pool(), self.elector.is_leader, self.dra.write
         )
-        for binding, failures in zip(bindings, results, strict=True):
-            if failures is None:
+        for binding, result in zip(bindings, results, strict=True):
+            if result is None:
                 break  # lost the Lease while binding: the new leader decides again
-            gang = binding.placements
+            gang, failures = binding.placements, result.failures
+            if result.undone:
+                self._undone(result.undone, by_key, failures[gang[0].pod])
             self.stats.bind_failures += len(failures)
             reason = binding.annotations.get(PLACEMENT_REASON_ANNOTATION)
             if reason and not failures:
@@ -534,6 +545,20 @@ class Operator:
             topology=self._scheduler.topology.topology if self._scheduler.topology else None,
         )
         return plan
+
+    def _undone(self, keys: Iterable[str], by_key: dict[str, dict[str, Any]], cause: str) -> None:
+        """Pods deleted to undo a gang: gone from the cache now, a Warning on their GPUJob."""
+        jobs: dict[str, dict[str, Any]] = {}
+        for key in keys:
+            self.pods.forget(key)
+            pod = by_key.get(key)
+            job = owning_job(pod) if pod is not None else None
+            if job is not None:
+                jobs[job["metadata"]["name"]] = job
+        self.stats.undone_gangs += 1
+        for job in jobs.values():
+            record_event(self.core, job, UNDONE_REASON, cause)
+            self.stats.events += 1
 
     def _binding_pool(self) -> ThreadPoolExecutor | None:
         """The threads that bind gangs concurrently (kept across cycles; None: one at a time)."""
@@ -601,7 +626,8 @@ class Operator:
             annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
         # workers joining a running elastic job take the ranks it lacks
         ranks = join_ranks([p.pod for p in gang], by_key, by_key.values())
-        return GangBinding(tuple(gang), uids, annotations, ranks)
+        owned = frozenset(p.pod for p in gang if p.pod in by_key and controlled(by_key[p.pod]))
+        return GangBinding(tuple(gang), uids, annotations, ranks, owned=owned)
 
     def _hetero_cycle(
         self,
