@@ -7,9 +7,11 @@ back: each GPUNode's `spec.gpus` (only when it changes), each PowerBudget's stat
 
 Level-triggered: the controller is rebuilt only when the domains, the budgets or the GPU set
 change, carrying over each GPU's commanded rung; a new leader starts from the settings the
-GPUNode specs hold. A malformed PowerBudget becomes a Warning Event and a `BudgetRespected`
-condition of `Unknown`/`Invalid`; it never stops the loop, and the other domains stay
-controlled. API failures are logged and retried at the next interval.
+GPUNode specs hold and the brakes the PowerBudget statuses persist. Fail closed
+(docs/power.md, "Fail closed"): a malformed PowerBudget is controlled with its last valid spec
+(memory, or `status.acceptedSpec`), with a Warning Event and `SpecValid=False`; one never valid
+gets `BudgetRespected=Unknown`/`Invalid`; no node in no domain is released while any budget is
+invalid. It never stops the loop. API failures are logged and retried at the next interval.
 """
 
 from __future__ import annotations

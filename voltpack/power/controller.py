@@ -15,7 +15,8 @@ decisions. Mechanism, whatever the policy:
   last reading) reaches its budget, or when the worst case of its stale GPUs cannot be made to
   fit even with every fresh GPU stepped up, every GPU in it goes
   to its cap floor (the software analogue of a rack power brake) until power falls below
-  `brake_release_fraction` of the budget and `brake_hold_s` has passed. Policies are judged by
+  `brake_release_fraction` of the budget and `brake_hold_s` has passed (the brake is persisted
+  in the PowerBudget status, so a new leader honours it). Policies are judged by
   never needing it; the controller never relies on breaker tolerance.
 - A GPU in several domains (rack and row) takes the most restrictive rung any of them asks.
 """
