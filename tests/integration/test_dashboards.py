@@ -72,6 +72,7 @@ ALERTS = {
     "VoltpackGpuFaultNeedsReset",
     "VoltpackGpuFaultNeedsRebootOrReplace",
     "VoltpackGpuHardwareSlowdown",
+    "VoltpackPowerActuationFailing",
 }
 GRAFANA_VALUES = {"__rate_interval": "10s", "__interval": "5s", "__range": "1m"}
 """Values of Grafana's built-in variables; every dashboard (query) variable becomes `.*`."""
@@ -221,6 +222,19 @@ def scheduling_operator() -> Iterator[Operator]:
                     "budgetW": 1000,
                 },
             },
+        )  # fmt: skip
+        # an agent that reports a cap it could not apply: the actuation-failure alert
+        custom = client.CustomObjectsApi(api)
+        custom.create_cluster_custom_object(
+            "voltpack.io", "v1alpha1", "gpunodes",
+            {"apiVersion": "voltpack.io/v1alpha1", "kind": "GPUNode",
+             "metadata": {"name": "gpu-node-0"}, "spec": {}},
+        )  # fmt: skip
+        refused = {"type": "SettingsApplied", "status": "False", "reason": "DriverRefused",
+                   "message": "GPU 0 set-power-limit: Insufficient Permissions"}  # fmt: skip
+        custom.patch_cluster_custom_object_status(
+            "voltpack.io", "v1alpha1", "gpunodes", "gpu-node-0",
+            {"status": {"conditions": [refused]}},
         )  # fmt: skip
         # a Topology (one level: the host) and a training gang placed by predicted step time:
         # the step-slowdown panel
@@ -402,6 +416,7 @@ def test_prometheus_evaluates_every_rule_and_every_alert_is_active(prom: Prometh
     assert [a["gpu"] for a in by_name["VoltpackGpuHardwareSlowdown"]] == ["4"]
     assert [a["node"] for a in by_name["VoltpackNodePowerAboveThreshold"]] == ["gpu-node-1"]
     assert [a["domain"] for a in by_name["VoltpackPowerDomainAboveBudget"]] == ["rack-a"]
+    assert [a["node"] for a in by_name["VoltpackPowerActuationFailing"]] == ["gpu-node-0"]
     assert sorted(a["cause"] for a in by_name["VoltpackTelemetryStale"]) == [
         "agent-down",
         "stale-sample",

@@ -98,6 +98,61 @@ def test_a_refused_setting_is_reported_not_raised(
     assert [g["health"] for g in gpus] == ["Healthy", "Unhealthy"]
 
 
+def newer_gpunode_crd(extensions: client.ApiextensionsV1Api) -> None:
+    """The GPUNode CRD of a newer voltpack (a rolling upgrade): `spec.gpus[]` has a field this
+    agent does not know, so the API server keeps it and the agent cannot fully read the spec."""
+    crd = extensions.api_client.sanitize_for_serialization(
+        extensions.read_custom_resource_definition("gpunodes.voltpack.io")
+    )
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    item = schema["properties"]["spec"]["properties"]["gpus"]["items"]
+    item["properties"]["powerProfile"] = {"type": "string"}
+    extensions.replace_custom_resource_definition("gpunodes.voltpack.io", crd)
+
+
+def test_a_spec_the_agent_cannot_read_keeps_the_limits_it_applied(
+    emulator: RunningEmulator,
+    custom: client.CustomObjectsApi,
+    extensions: client.ApiextensionsV1Api,
+) -> None:
+    install_crds(extensions)
+    backend = SimulatedBackend("H100-SXM", 2, node_name="n")
+    sync = GpuNodeSync(custom, "n", backend)
+    sync.reconcile_once()
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "n",
+        {"spec": {"gpus": [{"index": 0, "powerLimitW": 200},
+                           {"index": 1, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}}]}},
+    )  # fmt: skip
+    sync.reconcile_once()
+    assert backend.sample(0).power_limit_w == 200
+    newer_gpunode_crd(extensions)
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "n",
+        {"spec": {"gpus": [{"index": 0, "powerLimitW": 200, "powerProfile": "max-q"},
+                           {"index": 1, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}}]}},
+    )  # fmt: skip
+    assert gpunode(custom, "n")["spec"]["gpus"][0]["powerProfile"] == "max-q"
+    for _ in range(2):  # never reset: not on the first pass, not on the next
+        assert sync.reconcile_once() == []
+        assert backend.sample(0).power_limit_w == 200  # not the 700 W default
+    status = gpunode(custom, "n")["status"]
+    assert status["gpus"][1]["lockedClocks"] == {"minMhz": 900, "maxMhz": 1400}
+    applied = {c["type"]: c for c in status["conditions"]}["SettingsApplied"]
+    assert (applied["status"], applied["reason"]) == ("False", "SpecUnreadable")
+    assert "spec.gpus.0.powerProfile" in applied["message"]
+    assert "kept" in applied["message"]
+    # a spec it can read again is applied again
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "n",
+        {"spec": {"gpus": [{"index": 0, "powerLimitW": 300}]}},
+    )  # fmt: skip
+    sync.reconcile_once()
+    assert backend.sample(0).power_limit_w == 300
+    applied = {c["type"]: c for c in gpunode(custom, "n")["status"]["conditions"]}
+    assert applied["SettingsApplied"]["status"] == "True"
+
+
 def test_nics_from_sysfs_are_published_with_the_gpus_they_serve(
     emulator: RunningEmulator,
     custom: client.CustomObjectsApi,

@@ -497,3 +497,111 @@ def test_placement_leaves_room_for_a_domains_forecast_peak(rig: Rig) -> None:
     rig.placed_after_budget(
         "late", 8000, "the pod to be bound once the budget leaves room above the forecast peak"
     )
+
+
+def test_an_invalid_budget_keeps_the_caps_of_its_nodes(rig: Rig) -> None:
+    # (g) rack-r1 locks its low-priority GPUs, then an edit breaks its spec (a typo in parent)
+    rig.set_power_w(350)
+    wait_for(lambda: sorted(rig.spec_gpus()) == list(LOW), timeout_s=WAIT_S, what="locks")
+    rig.custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "powerbudgets", BUDGET, {"spec": {"parent": "typo-row"}}
+    )
+    events = wait_for(
+        lambda: rig.events("InvalidPowerBudget", "PowerBudget"),
+        timeout_s=WAIT_S,
+        what="a Warning Event on the broken PowerBudget",
+    )
+    assert "typo-row" in events[0].message and "last valid spec" in events[0].message
+    rig.wait_ticks(5)
+    assert sorted(rig.spec_gpus()) == list(LOW), "an invalid budget released its nodes"
+    conditions = {c["type"]: c for c in rig.budget_status()["conditions"]}
+    assert conditions["SpecValid"]["status"] == "False"
+    assert conditions["SpecValid"]["reason"] == "LastValidSpecKept"
+    assert "typo-row" in conditions["SpecValid"]["message"]
+    assert rig.budget_status()["acceptedSpec"]["budgetW"] == BUDGET_W
+    assert rig.metric("voltpack_power_domain_invalid", domain=BUDGET) == 1
+    # still controlled under the last valid spec: it keeps locking as power rises
+    rig.set_power_w(480)
+    wait_for(
+        lambda: rig.budget_status()["powerW"] == 3840, timeout_s=WAIT_S, what="3840 W accounted"
+    )
+    assert sorted(rig.spec_gpus()) != []
+    # a new leader, with nothing in memory, keeps it controlled from status.acceptedSpec
+    loop = rig.operator.power_loop
+    assert loop is not None
+    loop._last_valid.clear()  # what a new leader's loop starts with
+    loop.controller = None
+    rig.wait_ticks(3)
+    assert sorted(rig.spec_gpus()) != []
+    assert rig.budget_status()["level"] is not None  # accounted, not Invalid
+
+
+def test_a_budget_that_was_never_valid_does_not_release_nodes_in_no_domain(rig: Rig) -> None:
+    # (h) the other node has settings (left by a domain); while a PowerBudget is invalid, a
+    # node in no domain may be one of its nodes: its settings are kept
+    rig.custom.create_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "powerbudgets", power_budget("orphan", 9000, "no-such-row")
+    )
+    wait_for(
+        lambda: rig.events("InvalidPowerBudget", "PowerBudget"),
+        timeout_s=WAIT_S,
+        what="the invalid PowerBudget to be reported",
+    )
+    rig.custom.create_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes",
+        {"apiVersion": "voltpack.io/v1alpha1", "kind": "GPUNode",
+         "metadata": {"name": OTHER_NODE},
+         "spec": {"gpus": [{"index": 0, "powerLimitW": FLOOR_W}]}},
+    )  # fmt: skip
+    rig.wait_ticks(5)
+    spec = rig.gpunode(OTHER_NODE)["spec"]["gpus"]
+    assert spec == [{"index": 0, "powerLimitW": FLOOR_W}]
+    # every PowerBudget valid again: a node in no domain is released
+    rig.custom.delete_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", "orphan")
+    wait_for(
+        lambda: not rig.gpunode(OTHER_NODE)["spec"].get("gpus"),
+        timeout_s=WAIT_S,
+        what="the node in no domain to be released",
+    )
+
+
+def test_freshness_is_judged_by_arrival_not_by_the_agents_clock(rig: Rig) -> None:
+    # (i) the agent's clock is an hour ahead; it reports once, then falls silent for 30 min
+    rig.agent.halt()
+    ahead = datetime.fromtimestamp(rig.clock() + 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rig.custom.patch_cluster_custom_object_status(
+        "voltpack.io", "v1alpha1", "gpunodes", NODE, {"status": {"lastHeartbeatTime": ahead}}
+    )
+    rig.wait_ticks(3)
+    assert rig.budget_status()["staleGpus"] == 0  # it did just report
+    rig.clock.advance(1800)
+    status = wait_for(
+        lambda: (s := rig.budget_status())["staleGpus"] == 8 and s,
+        timeout_s=WAIT_S,
+        what="the silent agent's GPUs to count as stale",
+    )
+    assert status["cappedGpus"] >= 4
+
+
+def test_settings_the_agent_could_not_apply_raise_an_event_and_a_metric(rig: Rig) -> None:
+    # (j) the agent reports a cap that did not take
+    rig.agent.halt()
+    status = rig.gpunode()["status"]
+    conditions = [c for c in status["conditions"] if c["type"] != "SettingsApplied"]
+    conditions.append(
+        {"type": "SettingsApplied", "status": "False", "reason": "DriverRefused",
+         "message": "GPU 4 set-power-limit: Insufficient Permissions"}
+    )  # fmt: skip
+    rig.custom.patch_cluster_custom_object_status(
+        "voltpack.io", "v1alpha1", "gpunodes", NODE, {"status": {"conditions": conditions}}
+    )
+    events = wait_for(
+        lambda: rig.events("PowerSettingsNotApplied", "GPUNode"),
+        timeout_s=WAIT_S,
+        what="a Warning Event on the GPUNode",
+    )
+    assert events[0].type == "Warning" and events[0].involved_object.name == NODE
+    assert "Insufficient Permissions" in events[0].message
+    rig.wait_ticks(2)
+    assert rig.metric("voltpack_power_actuation_failures", node=NODE, reason="DriverRefused") == 1
+    assert len(rig.events("PowerSettingsNotApplied", "GPUNode")) == 1  # told once

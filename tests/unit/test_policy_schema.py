@@ -222,6 +222,17 @@ def test_bad_power_sections_name_the_field(power: str, message: str) -> None:
         parse_policy(POWER_HEADER + power)
 
 
+@pytest.mark.parametrize("value", ["1e309", ".inf", ".nan", "601", "1e6", "-1"])
+def test_stale_after_s_is_bounded_so_the_fail_safe_cannot_be_switched_off(value: str) -> None:
+    with pytest.raises(PolicyError, match=r"spec\.power\.stale_after_s"):
+        parse_policy(POWER_HEADER + f"    stale_after_s: {value}\n")
+
+
+def test_stale_after_s_up_to_ten_minutes_is_accepted() -> None:
+    policy = parse_policy(POWER_HEADER + "    stale_after_s: 600\n")
+    assert policy.spec.power.stale_after_s == 600
+
+
 def test_late_must_come_before_stale() -> None:
     with pytest.raises(PolicyError, match="late_after_s must be below stale_after_s"):
         parse_policy(POWER_HEADER + "    late_after_s: 20\n    stale_after_s: 10\n")

@@ -3,7 +3,10 @@ and apply the power limits and clock locks the spec asks for, reporting what was
 
 Level-triggered: each pass reads the spec as it is now and the device as it is now, changes
 only what differs, and writes the whole status. A refused setting (permission, range) becomes a
-`SettingsApplied=False` condition with the driver's message; it never stops the agent.
+`SettingsApplied=False` condition with the driver's message; it never stops the agent. A spec
+the agent cannot fully read (a field of a newer CRD, a malformed value) fails closed: every
+limit and lock stays as applied, and `SettingsApplied=False` (reason `SpecUnreadable`) names the
+field.
 
 Fault signals (`voltpack.telemetry.faults`, as the backend tracks them) go into each GPU's
 `faults` (signal, code, action, message, first and last seen). A GPU is `Unhealthy` when it does
@@ -80,6 +83,17 @@ def fault_condition(index: int, faults: tuple[ActiveFault, ...]) -> dict[str, An
     }
 
 
+def unreadable_spec(error: ValidationError) -> str:
+    """Why a GPUNode spec cannot be read, naming its first bad field, and what the agent does."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return (
+        f"spec.{where}: {first['msg']} ({error.error_count()} problem(s)); the current power "
+        "limits and clock locks are kept until the spec can be read (upgrade this agent to the "
+        "CRD's version, or fix the spec)"
+    )
+
+
 def nvlink_domains(topology: Topology) -> list[list[int]]:
     """Groups of GPUs joined (transitively) by NVLink or xGMI."""
     parent: dict[int, int] = {}
@@ -126,8 +140,12 @@ class GpuNodeSync:
         try:
             spec = GpuNodeSpec.model_validate(resource.get("spec") or {})
         except ValidationError as exc:
-            spec = GpuNodeSpec()
-            log.warning("GPUNode %s: invalid spec ignored: %s", self.node_name, exc)
+            # fail closed: a spec this agent cannot fully read (a newer CRD during a rolling
+            # upgrade, or a malformed one) keeps every limit and lock as applied now
+            problem = unreadable_spec(exc)
+            log.warning("GPUNode %s: %s", self.node_name, problem)
+            self._write_status(self._samples(), [], unreadable=problem)
+            return []
         samples = self._samples()
         if not self.actuate:
             self._write_status(samples, [], ignored=len(spec.gpus))
@@ -236,6 +254,7 @@ class GpuNodeSync:
         samples: dict[int, GpuSample | None],
         results: list[ActuationResult],
         ignored: int = 0,
+        unreadable: str = "",
     ) -> None:
         inventory = {gpu.index: gpu for gpu in self.backend.inventory()}
         devices = []
@@ -282,6 +301,13 @@ class GpuNodeSync:
                 "reason": "ActuationDisabled",
                 "message": f"the agent runs with --no-actuate: settings for {ignored} GPU(s) "
                 "not applied (enable actuation on this node to apply them)",
+            }
+        if unreadable:
+            conditions[1] = {
+                "type": "SettingsApplied",
+                "status": "False",
+                "reason": "SpecUnreadable",
+                "message": unreadable,
             }
         conditions += fault_conditions
         status = GpuNodeStatus.model_validate(

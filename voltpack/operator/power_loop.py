@@ -7,9 +7,11 @@ back: each GPUNode's `spec.gpus` (only when it changes), each PowerBudget's stat
 
 Level-triggered: the controller is rebuilt only when the domains, the budgets or the GPU set
 change, carrying over each GPU's commanded rung; a new leader starts from the settings the
-GPUNode specs hold. A malformed PowerBudget becomes a Warning Event and a `BudgetRespected`
-condition of `Unknown`/`Invalid`; it never stops the loop, and the other domains stay
-controlled. API failures are logged and retried at the next interval.
+GPUNode specs hold and the brakes the PowerBudget statuses persist. Fail closed
+(docs/power.md, "Fail closed"): a malformed PowerBudget is controlled with its last valid spec
+(memory, or `status.acceptedSpec`), with a Warning Event and `SpecValid=False`; one never valid
+gets `BudgetRespected=Unknown`/`Invalid`; no node in no domain is released while any budget is
+invalid. It never stops the loop. API failures are logged and retried at the next interval.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from voltpack.model.errors import VoltpackError
 from voltpack.model.power_headroom import PowerHeadroom
-from voltpack.model.resources import API_GROUP, API_VERSION
+from voltpack.model.resources import API_GROUP, API_VERSION, PowerBudgetSpec
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.operator.binder import record_event
 from voltpack.operator.cache import ResourceCache
@@ -46,9 +48,11 @@ from voltpack.operator.power_objects import (
     high_priority_gpus,
     invalid_status,
     is_throughput_bound,
+    persisted_brake,
     resolve_domains,
     rfc3339,
     rung_of,
+    spec_condition,
     spec_gpus,
     status_of,
     with_transition,
@@ -58,6 +62,8 @@ from voltpack.policies.power.ladder import ActionLadder, GpuSetting
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import DomainReport, PowerController, PowerDecision, Telemetry
 from voltpack.power.domains import PowerDomainTree
+from voltpack.power.freshness import ArrivalClock
+from voltpack.power.nameplate import has_power_model, nameplate_w
 from voltpack.power.placement import power_headroom
 from voltpack.power.setup import GpuLocation, build_controller, ladder_for
 from voltpack.store import BufferedStore, PowerSample
@@ -121,6 +127,9 @@ class PowerLoop:
         self._ladders: dict[str, ActionLadder | str] = {}
         self._reported: dict[str, str] = {}  # problems already told, by object name
         self._actions: Counter[tuple[str, str]] = Counter()
+        self._last_valid: dict[str, PowerBudgetSpec] = {}  # by PowerBudget name
+        self._arrivals = ArrivalClock()  # heartbeats by arrival on this loop's clock
+        self._actuation_failures: dict[str, str] = {}  # GPUNode -> SettingsApplied reason
         self.forecasts = (
             ForecastPeaks(self.spec.forecast, history)
             if history is not None and self.spec.forecast.enabled
@@ -170,16 +179,23 @@ class PowerLoop:
         node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
         budgets = {b["metadata"]["name"]: b for b in self.caches.budgets.items()}
         gpunodes = {g["metadata"]["name"]: g for g in self.caches.gpunodes.items()}
-        domains = resolve_domains(self.spec, list(budgets.values()), node_labels)
+        domains = resolve_domains(self.spec, list(budgets.values()), node_labels, self._last_valid)
+        self._last_valid = {
+            name: spec
+            for name, spec in {**self._last_valid, **domains.specs}.items()
+            if name in budgets and (name in domains.kept or name not in domains.invalid)
+        }
         self._report_invalid(domains, budgets)
+        self._report_actuation(gpunodes)
         gpus = self._gpus(domains, gpunodes, node_labels)
         self._ensure_controller(domains, gpus, gpunodes)
         decision = None
+        now_s = self.clock()
         if self.controller is not None and self._tree is not None:
-            telemetry = self._telemetry(gpunodes)
-            decision = self.controller.step(self.clock(), telemetry)
+            telemetry = self._telemetry(gpunodes, now_s)
+            decision = self.controller.step(now_s, telemetry)
             self.last_decision = decision
-            self._write_settings(decision, gpunodes)
+            self._write_settings(decision, gpunodes, hold=bool(domains.invalid))
             self._write_statuses(decision.domains, domains)
             self._record(decision)
             if self.forecasts is not None:
@@ -193,7 +209,7 @@ class PowerLoop:
                 else:
                     log.info("domain %s: %s: %s", event.domain, event.reason, event.message)
         else:
-            self._release_unmanaged(gpunodes, set())
+            self._release_unmanaged(gpunodes, set(), hold=bool(domains.invalid))
         figures = self.figures
         self.figures = PowerFigures(
             decision.domains if decision is not None else (),
@@ -202,6 +218,7 @@ class PowerLoop:
             figures.ticks + 1,
             figures.failed_ticks,
             self._forecast_peaks_w(),
+            dict(self._actuation_failures),
         )
         return decision
 
@@ -240,19 +257,31 @@ class PowerLoop:
         gpunodes: Mapping[str, dict[str, Any]],
         node_labels: Mapping[str, Mapping[str, str]],
     ) -> list[GpuLocation]:
-        """Every GPU a GPUNode reports on a node of some domain, whose model has a ladder.
+        """Every GPU a GPUNode reports on a node of some domain, with its model's ladder.
 
-        A GPU without one is left alone, with a Warning Event on its innermost PowerBudget.
+        Fail closed: a model the catalog has no power model for is counted at nameplate and
+        capped like the rest (`power.nameplate`), with a Warning Event on its innermost
+        PowerBudget. A GPU whose ladder cannot be built is left alone, with a Warning Event.
         """
         tree = domains.tree
         members = sorted(set().union(*(d.nodes for d in tree.domains)))
         gpus = []
         for node in members:
             for index, device in sorted(devices_of(gpunodes.get(node)).items()):
-                model = catalog_model(device.get("model"), node_labels.get(node, {}))
-                ladder = (
-                    self._ladder(model) if model else f"unknown GPU model {device.get('model')}"
-                )
+                reported = str(device.get("model") or "unknown")
+                model = catalog_model(reported, node_labels.get(node, {})) or reported
+                ladder = self._ladder(model)
+                if not isinstance(ladder, str) and not has_power_model(model):
+                    problem = (
+                        f"GPU {node}/{index}: model {reported!r} has no power model in the "
+                        f"catalog: counted at its nameplate {nameplate_w(model):.0f} W unless "
+                        f"it reports fresh power, and capped at "
+                        f"{ladder.settings[ladder.top].power_limit_w:.0f} W when its domain "
+                        "needs watts (add the model to voltpack/model/gpu_skus.yaml)"
+                    )
+                    budget = domains.budgets.get(tree.domains_of_node(node)[0].name)
+                    if self._tell_once(f"gpu/{node}/{index}", problem) and budget is not None:
+                        self._event(budget, "PowerBudget", "GpuModelUnknown", problem, True)
                 if isinstance(ladder, str):
                     problem = f"GPU {node}/{index} is neither controlled nor counted: {ladder}"
                     budget = domains.budgets.get(tree.domains_of_node(node)[0].name)
@@ -294,6 +323,11 @@ class PowerLoop:
         controller.rung = rung
         if self.controller is not None:  # keep rungs, histories, stages and brakes
             controller.adopt(self.controller)
+        else:  # a new leader: the brakes its predecessor persisted hold as they were
+            for name, budget in domains.budgets.items():
+                brake = persisted_brake(budget)
+                if brake is not None:
+                    controller.restore_brake(name, *brake)
         rung = controller.rung
         self._commanded = {
             (s.node, s.index): s.ladder.settings[r]
@@ -309,8 +343,11 @@ class PowerLoop:
             return []
         return list(zip(self.controller.gpus, self.controller.rung, strict=True))
 
-    def _telemetry(self, gpunodes: Mapping[str, dict[str, Any]]) -> Telemetry:
-        """Per-GPU arrays in the controller's order from GPUNode status and pods."""
+    def _telemetry(self, gpunodes: Mapping[str, dict[str, Any]], now_s: float) -> Telemetry:
+        """Per-GPU arrays in the controller's order from GPUNode status and pods.
+
+        A reading's time is when this loop saw its heartbeat arrive (`ArrivalClock`), never
+        the agent's own clock."""
         assert self.controller is not None
         slots = self.controller.gpus
         pods = self.caches.pods.items()
@@ -321,9 +358,14 @@ class PowerLoop:
         high = np.zeros(len(slots), dtype=np.bool_)
         throughput_bound = np.zeros(len(slots), dtype=np.bool_)
         applied = np.full(len(slots), -1, dtype=np.int64)
-        devices = {node: devices_of(gpunodes.get(node)) for node in {s.node for s in slots}}
+        nodes = {s.node for s in slots}
+        devices = {node: devices_of(gpunodes.get(node)) for node in nodes}
+        arrived_s = {}
+        for node in nodes:
+            heartbeat = ((gpunodes.get(node) or {}).get("status") or {}).get("lastHeartbeatTime")
+            arrived_s[node] = self._arrivals.observe(node, heartbeat, epoch_s(heartbeat), now_s)
+        self._arrivals.forget_except(set(nodes))
         for i, slot in enumerate(slots):
-            gpunode = gpunodes.get(slot.node) or {}
             device = devices[slot.node].get(slot.index)
             high[i] = slot.node in whole or slot.index in indices.get(slot.node, set())
             throughput_bound[i] = slot.node in busy_whole or slot.index in busy_indices.get(
@@ -333,7 +375,7 @@ class PowerLoop:
                 continue
             if device.get("powerDrawW") is not None:
                 power_w[i] = float(device["powerDrawW"])
-            read_at_s[i] = epoch_s((gpunode.get("status") or {}).get("lastHeartbeatTime"))
+            read_at_s[i] = arrived_s[slot.node]
             applied[i] = rung_of(slot.ladder, device)
         return Telemetry(power_w, read_at_s, high, applied, throughput_bound)
 
@@ -349,7 +391,7 @@ class PowerLoop:
         return None
 
     def _write_settings(
-        self, decision: PowerDecision, gpunodes: Mapping[str, dict[str, Any]]
+        self, decision: PowerDecision, gpunodes: Mapping[str, dict[str, Any]], hold: bool
     ) -> None:
         """Each managed GPUNode's `spec.gpus`, when it differs; Events and action counts."""
         assert self.controller is not None and self._tree is not None
@@ -370,16 +412,28 @@ class PowerLoop:
             gpunode = gpunodes.get(node)
             if gpunode is not None and spec_gpus(gpunode) != entries:
                 self._patch_spec(gpunode, entries, changed.get(node, []))
-        self._release_unmanaged(gpunodes, set(wanted))
+        self._release_unmanaged(gpunodes, set(wanted), hold)
 
-    def _release_unmanaged(self, gpunodes: Mapping[str, dict[str, Any]], managed: set[str]) -> None:
-        """GPUNodes in no domain keep no power settings (the power loop owns `spec.gpus`)."""
+    def _release_unmanaged(
+        self, gpunodes: Mapping[str, dict[str, Any]], managed: set[str], hold: bool
+    ) -> None:
+        """GPUNodes in no domain keep no power settings (the power loop owns `spec.gpus`).
+
+        Fail closed: while some PowerBudget is invalid (`hold`), a node in no domain may be
+        one of its nodes, so it keeps its settings until every PowerBudget is valid again."""
         for name, gpunode in gpunodes.items():
-            if name not in managed and spec_gpus(gpunode):
-                released = [
-                    (int(e["index"]), GpuSetting(), GpuSetting()) for e in spec_gpus(gpunode)
-                ]
-                self._patch_spec(gpunode, [], released, note="the node is in no power domain")
+            if name in managed or not spec_gpus(gpunode):
+                continue
+            if hold:
+                self._tell_once(
+                    f"held/{name}",
+                    f"GPUNode {name}: in no power domain while a PowerBudget is invalid; its "
+                    "settings are kept until every PowerBudget is valid again",
+                )
+                continue
+            self._reported.pop(f"held/{name}", None)
+            released = [(int(e["index"]), GpuSetting(), GpuSetting()) for e in spec_gpus(gpunode)]
+            self._patch_spec(gpunode, [], released, note="the node is in no power domain")
 
     def _patch_spec(
         self,
@@ -421,28 +475,63 @@ class PowerLoop:
             if budget is None:
                 continue
             status = status_of(report)
-            self._write_status(budget, status, budget_condition(report))
+            accepted = self._last_valid.get(report.name)
+            if accepted is not None:
+                status["acceptedSpec"] = accepted.model_dump(by_alias=True, exclude_none=True)
+            valid = spec_condition(domains.invalid.get(report.name), kept=True)
+            self._write_status(budget, status, [budget_condition(report), valid])
 
     def _report_invalid(self, domains: Domains, budgets: Mapping[str, dict[str, Any]]) -> None:
-        """A Warning Event (once per problem) and an `Invalid` condition per unusable budget."""
+        """A Warning Event (once per problem) per invalid budget, and for one that has no last
+        valid spec to be controlled by, an `Invalid` condition."""
         for name in list(self._reported):
             if name.startswith("budget/") and name[7:] not in domains.invalid:
                 del self._reported[name]  # fixed: tell again if it breaks again
         for name, problem in domains.invalid.items():
             budget = budgets[name]
+            kept = name in domains.kept
+            told = spec_condition(problem, kept)["message"]
             if self._tell_once(f"budget/{name}", problem):
-                self._event(budget, "PowerBudget", "InvalidPowerBudget", problem, warning=True)
+                self._event(budget, "PowerBudget", "InvalidPowerBudget", told, warning=True)
+            if kept:
+                continue  # its status comes from the domain's report, as any other
             condition = {"status": "Unknown", "reason": "Invalid", "message": problem}
-            self._write_status(budget, invalid_status(), condition)
+            self._write_status(budget, invalid_status(), [condition, spec_condition(problem, kept)])
+
+    def _report_actuation(self, gpunodes: Mapping[str, dict[str, Any]]) -> None:
+        """A Warning Event (once per message) on each GPUNode whose agent reports settings it
+        could not apply (`SettingsApplied=False`); the nodes feed a metric and an alert."""
+        failing: dict[str, str] = {}
+        for name, gpunode in gpunodes.items():
+            conditions = (gpunode.get("status") or {}).get("conditions") or []
+            applied: dict[str, Any] = next(
+                (c for c in conditions if c.get("type") == "SettingsApplied"), {}
+            )
+            key = f"actuation/{name}"
+            if applied.get("status") != "False":
+                self._reported.pop(key, None)
+                continue
+            reason = str(applied.get("reason") or "NotApplied")
+            failing[name] = reason
+            message = (
+                f"{name}: power settings not applied ({reason}): {applied.get('message') or ''}; "
+                "the power loop counts these GPUs at what they report applied"
+            )
+            if self._tell_once(key, message):
+                self._event(gpunode, "GPUNode", "PowerSettingsNotApplied", message, warning=True)
+        self._actuation_failures = failing
 
     def _write_status(
-        self, budget: dict[str, Any], status: dict[str, Any], condition: dict[str, str]
+        self, budget: dict[str, Any], status: dict[str, Any], conditions: list[dict[str, str]]
     ) -> None:
         if self.read_only:
             return
         previous = budget.get("status") or {}
         now = rfc3339(self.clock())
-        status = {**status, "conditions": [with_transition(condition, previous, now)]}
+        status = {
+            **status,
+            "conditions": [with_transition(condition, previous, now) for condition in conditions],
+        }
         current = {key: previous.get(key) for key in status}
         if current == status:
             return

@@ -28,6 +28,8 @@ class PowerFigures:
     failed_ticks: int = 0
     forecast_peaks_w: dict[str, float] = field(default_factory=dict)
     """Each domain's current forecast peak (`power_forecasts.ForecastPeaks.current`)."""
+    actuation_failures: dict[str, str] = field(default_factory=dict)
+    """GPUNodes whose agent reports `SettingsApplied=False`, with its reason."""
 
 
 def _per_domain(name: str, documentation: str) -> GaugeMetricFamily:
@@ -104,6 +106,15 @@ class PowerCollector(Collector):
         for domain in figures.invalid_domains:
             invalid.add_metric([domain], 1.0)
         yield invalid
+        failures = GaugeMetricFamily(
+            "voltpack_power_actuation_failures",
+            "1 for each GPUNode whose agent reports power settings it could not apply "
+            "(SettingsApplied=False), by the agent's reason.",
+            labels=["node", "reason"],
+        )
+        for node, reason in sorted(figures.actuation_failures.items()):
+            failures.add_metric([node, reason], 1.0)
+        yield failures
         actions = CounterMetricFamily(
             "voltpack_power_actions",
             "GPU setting changes by the domain that holds the GPU and the action taken.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 POWER_LIMIT_TOLERANCE_W = 1.0
 """A reported power limit this close to a ladder's floor counts as the floor cap."""
 BUDGET_CONDITION = "BudgetRespected"
+SPEC_CONDITION = "SpecValid"
 VOLTPACK_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 ENDED_PHASES = ("Succeeded", "Failed")
 
@@ -51,8 +52,12 @@ class Domains:
     budgets: dict[str, dict[str, Any]]
     """The usable PowerBudget objects by name (policy-file domains have none)."""
     invalid: dict[str, str]
-    """PowerBudget name -> the problem, for every PowerBudget that cannot be used."""
+    """PowerBudget name -> the problem, for every PowerBudget whose spec cannot be used."""
     node_overhead_w: dict[str, float]
+    kept: frozenset[str] = frozenset()
+    """Invalid PowerBudgets controlled with their last valid spec (fail closed)."""
+    specs: dict[str, PowerBudgetSpec] = field(default_factory=dict)
+    """The spec each usable PowerBudget is controlled with."""
 
 
 def accept_selectors(
@@ -127,48 +132,87 @@ def manual_cap_w(budget: Mapping[str, Any]) -> float | None:
     return value if value > 0 and math.isfinite(value) else None
 
 
+def accepted_spec_of(budget: Mapping[str, Any]) -> PowerBudgetSpec | None:
+    """The last spec the power loop accepted for `budget` (its status), None if none/unreadable."""
+    stored = (budget.get("status") or {}).get("acceptedSpec")
+    if not stored:
+        return None
+    try:
+        return PowerBudgetSpec.model_validate(stored)
+    except ValidationError:
+        return None
+
+
 def resolve_domains(
-    spec: PowerSpec, budgets: Sequence[dict[str, Any]], node_labels: Mapping[str, Mapping[str, str]]
+    spec: PowerSpec,
+    budgets: Sequence[dict[str, Any]],
+    node_labels: Mapping[str, Mapping[str, str]],
+    last_valid: Mapping[str, PowerBudgetSpec] | None = None,
 ) -> Domains:
-    """PowerBudgets plus the policy file's `spec.power.domains`, validated one by one."""
+    """PowerBudgets plus the policy file's `spec.power.domains`, validated one by one.
+
+    Fail closed: a PowerBudget whose spec is invalid (unreadable, or not fitting the tree) is
+    controlled with its last valid spec (`last_valid`, else its status's `acceptedSpec`) and is
+    listed in `invalid` and `kept`; only one that never had a valid spec is left out.
+    """
     selectors = [DomainSelector(d.name, d.budget_w, d.match_labels, d.parent) for d in spec.domains]
     from_policy = {d.name for d in spec.domains}
     invalid: dict[str, str] = {}
-    objects: dict[str, dict[str, Any]] = {}
-    overhead_w: dict[str, float] = {}
-    for budget in budgets:
-        name = budget["metadata"]["name"]
-        try:
-            parsed = PowerBudgetSpec.model_validate(budget.get("spec") or {})
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(part) for part in error["loc"])
-            invalid[name] = f"PowerBudget {name}: field spec.{where}: {error['msg']}"
-            continue
+    objects = {b["metadata"]["name"]: b for b in budgets}
+    current: dict[str, PowerBudgetSpec] = {}
+    fallback: dict[str, PowerBudgetSpec] = {}
+    for name, budget in objects.items():
         if name in from_policy:
             invalid[name] = (
                 f"PowerBudget {name}: the policy file's spec.power.domains also declares a "
                 f"domain {name!r}; rename one of them"
             )
             continue
-        match = parsed.node_selector.match_labels
-        budget_w = min(parsed.budget_w, manual_cap_w(budget) or parsed.budget_w)
-        selectors.append(DomainSelector(name, budget_w, match, parsed.parent))
-        objects[name] = budget
-        overhead_w[name] = parsed.node_overhead_w
-    accepted, rejected = accept_selectors(selectors, node_labels)
+        previous = (last_valid or {}).get(name) or accepted_spec_of(budget)
+        if previous is not None:
+            fallback[name] = previous
+        try:
+            current[name] = PowerBudgetSpec.model_validate(budget.get("spec") or {})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            invalid[name] = f"PowerBudget {name}: field spec.{where}: {error['msg']}"
+    using = dict(current)
+    kept: set[str] = set()
+    for name in invalid:  # unreadable now: its last valid spec, if any
+        if name in fallback and name not in from_policy:
+            using[name] = fallback[name]
+            kept.add(name)
+    while True:
+        chosen = [_selector(name, using[name], objects[name]) for name in sorted(using)]
+        accepted, rejected = accept_selectors([*selectors, *chosen], node_labels)
+        swap = [n for n in rejected if n in fallback and n not in kept and n in using]
+        for name in swap:
+            invalid[name] = rejected[name]
+            using[name] = fallback[name]
+            kept.add(name)
+        if not swap:
+            break
     for name, problem in rejected.items():
         if name in objects:
-            invalid[name] = problem
-            del objects[name]
+            invalid.setdefault(name, problem)
+            kept.discard(name)
+            using.pop(name, None)
         else:
             log.warning("policy file: %s; the domain is not controlled", problem)
     tree = PowerDomainTree.from_selectors(accepted, node_labels)
     node_overhead: dict[str, float] = {}
     for domain in tree.domains:
+        overhead_w = using[domain.name].node_overhead_w if domain.name in using else 0.0
         for node in domain.nodes:
-            node_overhead[node] = max(node_overhead.get(node, 0.0), overhead_w.get(domain.name, 0))
-    return Domains(tree, objects, invalid, node_overhead)
+            node_overhead[node] = max(node_overhead.get(node, 0.0), overhead_w)
+    usable = {name: objects[name] for name in using}
+    return Domains(tree, usable, invalid, node_overhead, frozenset(kept), using)
+
+
+def _selector(name: str, spec: PowerBudgetSpec, budget: Mapping[str, Any]) -> DomainSelector:
+    budget_w = min(spec.budget_w, manual_cap_w(budget) or spec.budget_w)
+    return DomainSelector(name, budget_w, spec.node_selector.match_labels, spec.parent)
 
 
 # -- GPUs and telemetry ----------------------------------------------------------------------
@@ -313,13 +357,40 @@ def budget_condition(report: DomainReport) -> dict[str, str]:
 def with_transition(
     condition: dict[str, str], previous: Mapping[str, Any], now: str
 ) -> dict[str, Any]:
+    """`condition` (type `BudgetRespected` unless it names one) with its transition time."""
+    kind = condition.get("type", BUDGET_CONDITION)
     conditions: list[dict[str, Any]] = previous.get("conditions") or []
-    old = next((c for c in conditions if c.get("type") == BUDGET_CONDITION), {})
+    old = next((c for c in conditions if c.get("type") == kind), {})
     since = old.get("lastTransitionTime") if old.get("status") == condition["status"] else None
-    return {"type": BUDGET_CONDITION, **condition, "lastTransitionTime": since or now}
+    return {**condition, "type": kind, "lastTransitionTime": since or now}
+
+
+def spec_condition(problem: str | None, kept: bool) -> dict[str, str]:
+    """`SpecValid`: whether the PowerBudget's spec is used, and what is done if not."""
+    if problem is None:
+        return {"type": SPEC_CONDITION, "status": "True", "reason": "Accepted", "message": ""}
+    if kept:
+        return {"type": SPEC_CONDITION, "status": "False", "reason": "LastValidSpecKept",
+                "message": f"{problem}; its nodes stay controlled under the last valid spec "
+                "(status.acceptedSpec) until the spec is fixed"}  # fmt: skip
+    return {
+        "type": SPEC_CONDITION,
+        "status": "False",
+        "reason": "Invalid",
+        "message": f"{problem}; its nodes keep their current settings until it is fixed",
+    }
 
 
 def status_of(report: DomainReport) -> dict[str, Any]:
+    """A domain's PowerBudget status after a tick, the brake (persisted for a new leader)
+    included: `since` rounded down, `holdUntil` up, so a new leader never releases early."""
+    brake = None
+    if report.brake_since_s is not None:
+        hold_until_s = report.brake_hold_until_s or report.brake_since_s
+        brake = {
+            "since": rfc3339(math.floor(report.brake_since_s)),
+            "holdUntil": rfc3339(math.ceil(hold_until_s)),
+        }
     return {
         "powerW": round(max(report.power_w, 0.0), 1),
         "worstCaseW": round(max(report.worst_case_w, 0.0), 1),
@@ -327,7 +398,17 @@ def status_of(report: DomainReport) -> dict[str, Any]:
         "lockedGpus": report.locked_gpus,
         "cappedGpus": report.capped_gpus,
         "staleGpus": report.stale_gpus,
+        "brake": brake,
     }
+
+
+def persisted_brake(budget: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(since, hold until) of the brake a PowerBudget's status records, None when off."""
+    brake = (budget.get("status") or {}).get("brake") or {}
+    since_s, hold_until_s = epoch_s(brake.get("since")), epoch_s(brake.get("holdUntil"))
+    if math.isnan(since_s):
+        return None
+    return since_s, hold_until_s if not math.isnan(hold_until_s) else since_s
 
 
 def invalid_status() -> dict[str, Any]:

@@ -21,6 +21,9 @@ from voltpack.policies.registry import describe_validation_error, make_strategy,
 
 API_VERSION = "voltpack.io/v1alpha1"
 KIND = "SchedulingPolicy"
+MAX_STALE_AFTER_S = 600.0
+"""The longest `spec.power.stale_after_s`: beyond it a silent agent would go uncounted for so
+long that the stale fail-safe is as good as off."""
 
 
 class _Strict(BaseModel):
@@ -102,10 +105,18 @@ class PowerSpec(_Strict):
         default=1.0, ge=0, description="time until a setting takes effect (in-band NVML ~1 s)"
     )
     late_after_s: float = Field(
-        default=5.0, gt=0, description="telemetry older is late: the policy gives nothing back"
+        default=5.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="telemetry older is late: the policy gives nothing back",
     )
     stale_after_s: float = Field(
-        default=15.0, gt=0, description="telemetry older is stale: counted at its worst case"
+        default=15.0,
+        gt=0,
+        le=MAX_STALE_AFTER_S,
+        allow_inf_nan=False,
+        description="telemetry older is stale: counted at its worst case (at most "
+        f"{MAX_STALE_AFTER_S:.0f} s, so the fail-safe cannot be switched off)",
     )
     brake_release_fraction: float = Field(default=0.9, gt=0, lt=1)
     brake_hold_s: float = Field(default=30.0, ge=0)

@@ -15,7 +15,8 @@ decisions. Mechanism, whatever the policy:
   last reading) reaches its budget, or when the worst case of its stale GPUs cannot be made to
   fit even with every fresh GPU stepped up, every GPU in it goes
   to its cap floor (the software analogue of a rack power brake) until power falls below
-  `brake_release_fraction` of the budget and `brake_hold_s` has passed. Policies are judged by
+  `brake_release_fraction` of the budget and `brake_hold_s` has passed (the brake is persisted
+  in the PowerBudget status, so a new leader honours it). Policies are judged by
   never needing it; the controller never relies on breaker tolerance.
 - A GPU in several domains (rack and row) takes the most restrictive rung any of them asks.
 """
@@ -91,6 +92,10 @@ class DomainReport:
     locked_gpus: int
     capped_gpus: int
     high_priority_slowed: int
+    brake_since_s: float | None = None
+    """When the brake started (None: not braking); persisted so a new leader honours it."""
+    brake_hold_until_s: float | None = None
+    """The brake is not released before this time, whoever leads then."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ class _DomainState:
     memory: Any = None
     level: str | None = None
     braking_since_s: float | None = None
+    brake_hold_until_s: float | None = None
     stale: frozenset[int] = frozenset()
 
 
@@ -172,11 +178,23 @@ class PowerController:
                 continue
             state.history_w = list(old.history_w)
             state.unthrottled_history_w = list(old.unthrottled_history_w)
-            state.memory, state.level, state.braking_since_s = (
-                old.memory, old.level, old.braking_since_s,
+            state.memory, state.level, state.braking_since_s, state.brake_hold_until_s = (
+                old.memory, old.level, old.braking_since_s, old.brake_hold_until_s,
             )  # fmt: skip
             keys = [(previous.gpus[i].node, previous.gpus[i].index) for i in old.stale]
             state.stale = frozenset(position[k] for k in keys if k in position)
+
+    def restore_brake(self, domain: str, since_s: float, hold_until_s: float) -> None:
+        """Re-engage a brake a previous leader persisted (started `since_s`, not to be released
+        before `hold_until_s`); unknown domains are ignored. A brake already on keeps the
+        later of the two holds."""
+        state = self._domains.get(domain)
+        if state is None:
+            return
+        if state.braking_since_s is None:
+            state.braking_since_s = since_s
+            state.level = "brake"
+        state.brake_hold_until_s = max(state.brake_hold_until_s or hold_until_s, hold_until_s)
 
     def step(self, now_s: float, telemetry: Telemetry) -> PowerDecision:
         """One control tick at time `now_s`."""
@@ -280,7 +298,7 @@ class PowerController:
             rung = np.where(stale_mask & ~view.high_priority, view.ladders.top, rung)
             rung, worst_w = self._fit_worst_case(view, rung, loosest[members], state, budget_w)
             if worst_w > budget_w and state.braking_since_s is None:
-                state.braking_since_s = now_s
+                self._start_brake(state, now_s)
                 level = "brake"
                 rung = view.ladders.top.copy()
                 events.append(
@@ -316,6 +334,8 @@ class PowerController:
             locked_gpus=int(np.sum(slowed & (rung < top))),
             capped_gpus=int(np.sum(slowed & (rung >= top))),
             high_priority_slowed=int(np.sum(slowed & view.high_priority)),
+            brake_since_s=state.braking_since_s,
+            brake_hold_until_s=state.brake_hold_until_s,
         )
         return rung, report
 
@@ -332,7 +352,7 @@ class PowerController:
         """Brake when measured power reaches the budget; release once even the worst case
         (stale GPUs at their worst) is below the release level and the hold has passed."""
         if state.braking_since_s is None and measured_w >= budget_w:
-            state.braking_since_s = now_s
+            self._start_brake(state, now_s)
             events.append(
                 PowerEvent(
                     name,
@@ -346,11 +366,17 @@ class PowerController:
             state.braking_since_s is not None
             and accounted_w < self.settings.brake_release_fraction * budget_w
             and now_s - state.braking_since_s >= self.settings.brake_hold_s
+            and now_s >= (state.brake_hold_until_s or now_s)
         ):
             state.braking_since_s = None
+            state.brake_hold_until_s = None
             events.append(
                 PowerEvent(name, "BrakeReleased", f"power {accounted_w:.0f} W, brake released")
             )
+
+    def _start_brake(self, state: _DomainState, now_s: float) -> None:
+        state.braking_since_s = now_s
+        state.brake_hold_until_s = now_s + self.settings.brake_hold_s
 
     def _fit_worst_case(
         self,

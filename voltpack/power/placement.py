@@ -10,16 +10,18 @@ from voltpack.model.errors import CatalogError
 from voltpack.model.power_headroom import PowerHeadroom
 from voltpack.perf.gpu_power import power_model_for
 from voltpack.power.domains import PowerDomainTree
+from voltpack.power.nameplate import PEAK_OVER_TDP, nameplate_w
 
 
 def gpu_added_w(model: str | None) -> float:
-    """Peak power a GPU of `model` adds above idle when it gets work (0 for no/unknown GPU)."""
+    """Peak power a GPU of `model` adds above idle when it gets work (0 for no GPU; a model
+    without a power model adds its nameplate peak, fail closed)."""
     if not model:
         return 0.0
     try:
         curve = power_model_for(model)
     except CatalogError:
-        return 0.0
+        return nameplate_w(model) * PEAK_OVER_TDP
     return curve.peak_w - curve.idle_w
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from voltpack.model.errors import CatalogError
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.perf.gpu_power import GpuPowerModel, power_model_for
 from voltpack.policies.power.ladder import ActionLadder
@@ -12,6 +13,7 @@ from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.schema import GpuPowerActions, PowerSpec
 from voltpack.power.controller import ControllerSettings, GpuSlot, PowerController
 from voltpack.power.domains import DomainSelector, PowerDomainTree
+from voltpack.power.nameplate import nameplate_ladder
 
 DEFAULT_LOCK_SHARES = (0.9, 0.8, 0.7)
 """Clock locks of a SKU the policy file does not list: these shares of its max SM clock."""
@@ -43,8 +45,13 @@ def default_actions(sku: str, model: GpuPowerModel) -> GpuPowerActions:
 
 
 def ladder_for(sku: str, spec: PowerSpec) -> ActionLadder:
-    """The action ladder of `sku`: the policy file's entry, or the derived default."""
-    model = power_model_for(sku)
+    """The action ladder of `sku`: the policy file's entry, or the derived default; for a
+    model without a power model (not in the catalog, or without published figures) the
+    nameplate ladder (`nameplate.nameplate_ladder`): counted at nameplate, capped anyway."""
+    try:
+        model = power_model_for(sku)
+    except CatalogError:
+        return nameplate_ladder(sku)
     actions = spec.gpus.get(sku) or default_actions(sku, model)
     return ActionLadder.build(sku, model, actions.lock_clocks_mhz, actions.floor_power_w)
 

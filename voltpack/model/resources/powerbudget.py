@@ -29,6 +29,13 @@ class PowerBudgetSpec(ResourceModel):
     )
 
 
+class BrakeStatus(ResourceModel):
+    """A domain's emergency brake while it is on: a new leader keeps it until `holdUntil`."""
+
+    since: str = Field(description="RFC 3339 time the brake started")
+    hold_until: str = Field(description="RFC 3339 time before which it is never released")
+
+
 class PowerBudgetStatus(ResourceModel):
     """The domain as the power manager last saw and controlled it."""
 
@@ -40,4 +47,10 @@ class PowerBudgetStatus(ResourceModel):
     locked_gpus: int = Field(default=0, ge=0)
     capped_gpus: int = Field(default=0, ge=0)
     stale_gpus: int = Field(default=0, ge=0)
+    brake: BrakeStatus | None = Field(default=None, description="the emergency brake, while on")
+    accepted_spec: PowerBudgetSpec | None = Field(
+        default=None,
+        description="the last spec the power manager accepted; an invalid spec is controlled "
+        "by it until fixed (fail closed)",
+    )
     conditions: list[Condition] = Field(default_factory=list)
