@@ -295,7 +295,7 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file"
     try:
         policy = load_policy(file)
     except VoltpackError as exc:
-        err_console.print(f"[red]invalid:[/red] {escape(str(exc))}")
+        err_console.print(f"[red]invalid:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     power = policy.spec.power
     allocation = policy.spec.allocation.policy or "off"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import hostile_yaml
 from voltpack.cli import DEMO_POLICIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,6 +164,18 @@ def test_policy_validate(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "apiVersion" in result.stderr and "voltpack.io/v1alpha1" in result.stderr
     assert "spec" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["ALIAS_BOMB", "DEEP_NESTING"])
+def test_policy_validate_refuses_hostile_yaml_in_one_line(tmp_path: Path, name: str) -> None:
+    hostile = tmp_path / "hostile.yaml"
+    hostile.write_text(getattr(hostile_yaml, name), encoding="utf-8")
+    result = voltpack("policy", "validate", str(hostile))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, result.stderr
+    assert f"{hostile}: not valid YAML: the document" in lines[0] and "line" in lines[0]
 
 
 def test_policy_validate_accepts_the_hetero_example_and_names_its_allocation() -> None:
