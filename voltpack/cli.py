@@ -465,6 +465,10 @@ def api(
     policy_configmap: Annotated[
         str, typer.Option(help="ConfigMap (in --namespace) the applied policy is written to")
     ] = "voltpack-policy",
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(min=1024, help="larger request bodies get 413, unread (default 4 MiB)"),
+    ] = None,
 ) -> None:
     """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
     import uvicorn
@@ -495,6 +499,8 @@ def api(
         authorizer=auth,
         inference=KubeInferenceSource(client),
     )
+    if max_body_bytes is not None:
+        deps.max_body_bytes = max_body_bytes
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
