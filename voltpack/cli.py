@@ -533,11 +533,19 @@ def emulator(
             'token,user,uid,"group1,group2"'
         ),
     ] = None,
+    insecure_bind: Annotated[
+        bool,
+        typer.Option(
+            help="allow a --host other machines can reach (the emulator authenticates nothing)"
+        ),
+    ] = False,
 ) -> None:
     """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
     from voltpack.emulator import EmulatorConfig, EmulatorState, serve
+    from voltpack.emulator.runner import check_bind, is_loopback
 
     try:
+        check_bind(host, insecure_bind)
         if nodes is not None and inventory != DEFAULT_INVENTORY:
             raise VoltpackError(
                 f"--nodes {nodes} and --inventory {inventory}: give one of them, not both"
@@ -548,6 +556,12 @@ def emulator(
     except (VoltpackError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    if not is_loopback(host):
+        err_console.print(
+            f"[yellow]warning:[/yellow] serving on {escape(host)} without authentication "
+            "(--insecure-bind)",
+            soft_wrap=True,
+        )
     serve(
         host,
         port,

@@ -270,6 +270,32 @@ def test_emulator_refuses_a_malformed_token_file_naming_file_and_line(tmp_path: 
     assert f"token file {tokens}:2: expected token,user,uid" in message
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "gpu-head.example"])
+def test_emulator_refuses_a_reachable_host_without_insecure_bind(host: str) -> None:
+    result = voltpack("emulator", "--host", host, "--port", "0")
+    assert result.returncode == 2, result.stdout
+    message = " ".join(result.stderr.split())
+    assert f"--host {host} would serve the emulator beyond this machine" in message
+    assert "--insecure-bind" in message and "Traceback" not in result.stderr
+
+
+def test_emulator_serves_a_reachable_host_with_insecure_bind_and_says_so() -> None:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "voltpack", "emulator", "--host", "0.0.0.0", "--port", "0",
+               "--insecure-bind"]  # fmt: skip
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+    ) as process:
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            first = process.stdout.readline()
+            assert "emulator with" in first and "http://0.0.0.0:" in first, first
+        finally:
+            process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert "without authentication (--insecure-bind)" in " ".join(errors.split())
+
+
 def test_forecast_plan_says_what_to_keep_free_and_refuses_unknown_series() -> None:
     done = voltpack("forecast", "plan", "openb/gpu_demand/all/10min", "--quick", "--risk", "0.1")
     assert done.returncode == 0, done.stderr

@@ -440,7 +440,7 @@ async def _review(
         answer = reviews.local_subject_access_review(body, target.namespace, state.rbac_policy())
     else:
         identity = RequestIdentity.from_headers(request.headers.items())
-        requester = request_user(identity, state.authenticator)
+        requester = request_user(identity, state.authenticator, state.rbac_policy().authorize)
         if kind == "SelfSubjectReview":
             answer = reviews.self_subject_review(body, requester, state.clock())
         elif kind == "SelfSubjectAccessReview":
