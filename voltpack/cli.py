@@ -295,7 +295,7 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="policy YAML file"
     try:
         policy = load_policy(file)
     except VoltpackError as exc:
-        err_console.print(f"[red]invalid:[/red] {escape(str(exc))}")
+        err_console.print(f"[red]invalid:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     power = policy.spec.power
     allocation = policy.spec.allocation.policy or "off"
@@ -465,6 +465,10 @@ def api(
     policy_configmap: Annotated[
         str, typer.Option(help="ConfigMap (in --namespace) the applied policy is written to")
     ] = "voltpack-policy",
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(min=1024, help="larger request bodies get 413, unread (default 4 MiB)"),
+    ] = None,
 ) -> None:
     """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
     import uvicorn
@@ -495,6 +499,8 @@ def api(
         authorizer=auth,
         inference=KubeInferenceSource(client),
     )
+    if max_body_bytes is not None:
+        deps.max_body_bytes = max_body_bytes
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -527,11 +533,19 @@ def emulator(
             'token,user,uid,"group1,group2"'
         ),
     ] = None,
+    insecure_bind: Annotated[
+        bool,
+        typer.Option(
+            help="allow a --host other machines can reach (the emulator authenticates nothing)"
+        ),
+    ] = False,
 ) -> None:
     """Serve a Kubernetes-compatible API with simulated GPU nodes (for demos and tests)."""
     from voltpack.emulator import EmulatorConfig, EmulatorState, serve
+    from voltpack.emulator.runner import check_bind, is_loopback
 
     try:
+        check_bind(host, insecure_bind)
         if nodes is not None and inventory != DEFAULT_INVENTORY:
             raise VoltpackError(
                 f"--nodes {nodes} and --inventory {inventory}: give one of them, not both"
@@ -542,6 +556,12 @@ def emulator(
     except (VoltpackError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    if not is_loopback(host):
+        err_console.print(
+            f"[yellow]warning:[/yellow] serving on {escape(host)} without authentication "
+            "(--insecure-bind)",
+            soft_wrap=True,
+        )
     serve(
         host,
         port,

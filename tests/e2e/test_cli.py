@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import hostile_yaml
 from voltpack.cli import DEMO_POLICIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,6 +166,18 @@ def test_policy_validate(tmp_path: Path) -> None:
     assert "spec" in result.stderr
 
 
+@pytest.mark.parametrize("name", ["ALIAS_BOMB", "DEEP_NESTING"])
+def test_policy_validate_refuses_hostile_yaml_in_one_line(tmp_path: Path, name: str) -> None:
+    hostile = tmp_path / "hostile.yaml"
+    hostile.write_text(getattr(hostile_yaml, name), encoding="utf-8")
+    result = voltpack("policy", "validate", str(hostile))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, result.stderr
+    assert f"{hostile}: not valid YAML: the document" in lines[0] and "line" in lines[0]
+
+
 def test_policy_validate_accepts_the_hetero_example_and_names_its_allocation() -> None:
     good = voltpack("policy", "validate", str(EXAMPLES / "fgd-hetero.yaml"))
     assert good.returncode == 0, good.stderr
@@ -255,6 +268,32 @@ def test_emulator_refuses_a_malformed_token_file_naming_file_and_line(tmp_path: 
     assert result.returncode == 2
     message = " ".join(result.stderr.split())
     assert f"token file {tokens}:2: expected token,user,uid" in message
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "gpu-head.example"])
+def test_emulator_refuses_a_reachable_host_without_insecure_bind(host: str) -> None:
+    result = voltpack("emulator", "--host", host, "--port", "0")
+    assert result.returncode == 2, result.stdout
+    message = " ".join(result.stderr.split())
+    assert f"--host {host} would serve the emulator beyond this machine" in message
+    assert "--insecure-bind" in message and "Traceback" not in result.stderr
+
+
+def test_emulator_serves_a_reachable_host_with_insecure_bind_and_says_so() -> None:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "voltpack", "emulator", "--host", "0.0.0.0", "--port", "0",
+               "--insecure-bind"]  # fmt: skip
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+    ) as process:
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            first = process.stdout.readline()
+            assert "emulator with" in first and "http://0.0.0.0:" in first, first
+        finally:
+            process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert "without authentication (--insecure-bind)" in " ".join(errors.split())
 
 
 def test_forecast_plan_says_what_to_keep_free_and_refuses_unknown_series() -> None:

@@ -428,7 +428,73 @@ def test_self_subject_access_review_uses_the_bearer_token(emulator: RunningEmula
     assert unknown.value.status == 401
 
 
+@pytest.fixture
+def anonymous_may_impersonate(kubectl: Kubectl) -> None:
+    """RBAC that lets anonymous requests impersonate users, groups and service accounts.
+
+    kubectl sends no bearer token to a server over plain HTTP (client-go adds credentials only
+    to TLS transports), so its `--as` requests to the emulator are anonymous; kube-apiserver
+    and the emulator refuse impersonation to anyone RBAC does not allow it, so the tests that
+    drive `kubectl --as` grant it here, explicitly.
+    """
+    kubectl("create", "clusterrole", "impersonator", "--verb=impersonate",
+            "--resource=users,groups,serviceaccounts")  # fmt: skip
+    kubectl("create", "clusterrolebinding", "anonymous-impersonates",
+            "--clusterrole=impersonator", "--user=system:anonymous")  # fmt: skip
+
+
+def impersonating(emulator: RunningEmulator, token: str, user: str) -> dict[str, Any]:
+    """The SelfSubjectReview's user info of a request with `token`, impersonating `user`."""
+    configuration = client.Configuration(host=emulator.url)
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    with client.ApiClient(configuration, "Impersonate-User", user) as api:
+        review = client.AuthenticationV1Api(api).create_self_subject_review(
+            client.V1SelfSubjectReview()
+        )
+        info: dict[str, Any] = review.status.user_info.to_dict()
+        return info
+
+
 @pytest.mark.usefixtures("voltpack_roles")
+def test_impersonation_needs_the_impersonate_verb(
+    kubectl: Kubectl, emulator: RunningEmulator, rbac: client.RbacAuthorizationV1Api
+) -> None:
+    """Anonymous clients and users without `impersonate` get 403, as from kube-apiserver;
+    system:masters and users RBAC allows may impersonate."""
+    refused = kubectl("auth", "whoami", "--as=ada", "--as-group=voltpack-admins", check=False)
+    assert refused.returncode != 0 and "do not have permission" in refused.stderr
+    can_i = kubectl("auth", "can-i", "get", "configmaps", "--as=ada", check=False)
+    assert can_i.returncode != 0 and can_i.stdout.strip() != "yes"
+    assert 'users "ada" is forbidden' in can_i.stderr, can_i.stderr
+    assert 'User "system:anonymous" cannot impersonate resource "users"' in can_i.stderr
+    with pytest.raises(ApiException) as viola:
+        impersonating(emulator, TOKENS["viola"], "ada")
+    assert viola.value.status == 403
+    assert 'User "viola" cannot impersonate' in json.loads(viola.value.body)["message"]
+    assert impersonating(emulator, TOKENS["root"], "ada")["username"] == "ada"
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": "ada-impersonator"},
+            "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"],
+                       "resourceNames": ["ada"]}],
+        }
+    )  # fmt: skip
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": "viola-as-ada"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "ada-impersonator"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": "viola"}],
+        }
+    )  # fmt: skip
+    assert impersonating(emulator, TOKENS["viola"], "ada")["username"] == "ada"
+    with pytest.raises(ApiException) as other:
+        impersonating(emulator, TOKENS["viola"], "otto")
+    assert other.value.status == 403
+
+
+@pytest.mark.usefixtures("voltpack_roles", "anonymous_may_impersonate")
 def test_kubectl_auth_can_i_and_whoami(kubectl: Kubectl) -> None:
     """`kubectl auth can-i` sends a SelfSubjectAccessReview with impersonation headers.
 
@@ -474,6 +540,7 @@ def test_kubectl_auth_can_i_and_whoami(kubectl: Kubectl) -> None:
     assert "gpu-oncall" in wide and "otto" in wide
 
 
+@pytest.mark.usefixtures("anonymous_may_impersonate")
 def test_kubectl_creates_rbac_objects_and_service_accounts(kubectl: Kubectl) -> None:
     kubectl("create", "serviceaccount", "agent")
     kubectl("create", "role", "lease-writer", "--verb=get,update", "--resource=leases")

@@ -11,10 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
 from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
+from voltpack.api.bearer import authenticate_bearer
+from voltpack.api.caps import ManualCap, check_cap
 from voltpack.api.docs_page import install_docs_page
 from voltpack.api.forecasts import PowerForecastView, forecast_view
+from voltpack.api.limits import DEFAULT_MAX_BODY_BYTES, install_limits, principal_of
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
-from voltpack.api.simulations import SimulationRequest, SimulationRunner
+from voltpack.api.simulations import (
+    SimulationQueueFullError,
+    SimulationRequest,
+    SimulationRunner,
+)
 from voltpack.api.sources import (
     ClusterSource,
     History,
@@ -80,6 +87,8 @@ class ApiDependencies:
     clock: Callable[[], float] = time.time
     inference: InferenceSource | None = None
     """InferenceServices and their plans; None: those routes are not served."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Larger request bodies get 413 before they are read."""
 
 
 class _Body(BaseModel):
@@ -108,12 +117,6 @@ class ActivePolicy(BaseModel):
     policy: dict[str, Any]
 
 
-class ManualCap(_Body):
-    """A hand-set power cap for a domain (null removes it)."""
-
-    cap_w: float | None = Field(default=None, gt=0, le=1e9)
-
-
 class SimulationView(BaseModel):
     """A what-if simulation run."""
 
@@ -130,6 +133,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (401, "no or unknown bearer token"),
         (403, "the caller's role does not allow this"),
+        (413, "the request body is larger than the API accepts (--max-body-bytes)"),
         (503, "the cluster, the database or the auth back end is unreachable"),
     )
 }
@@ -167,31 +171,17 @@ def create_app(deps: ApiDependencies) -> FastAPI:
     )
     install_problem_handlers(app)
     install_docs_page(app)
+    install_limits(app, deps.authenticator, deps.max_body_bytes)
 
     def require(verb: Verb) -> Callable[..., Principal]:
         def check(
+            request: Request,
             authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
         ) -> Principal:
-            challenge = {"WWW-Authenticate": 'Bearer realm="voltpack"'}
-            if not authorization or not authorization.lower().startswith("bearer "):
-                raise ApiProblemError(
-                    401,
-                    "unauthenticated",
-                    "Authentication required",
-                    "send 'Authorization: Bearer <token>'",
-                    headers=challenge,
-                )
-            token = authorization[7:].strip()
+            principal = principal_of(request) or authenticate_bearer(
+                deps.authenticator, authorization
+            )
             try:
-                principal = deps.authenticator.authenticate(token) if token else None
-                if principal is None:
-                    raise ApiProblemError(
-                        401,
-                        "unauthenticated",
-                        "Unknown token",
-                        "the bearer token is not valid",
-                        headers=challenge,
-                    )
                 verdict = deps.authorizer.authorize(principal, verb)
             except AuthUnavailableError as exc:
                 raise ApiProblemError(
@@ -403,7 +393,11 @@ def create_app(deps: ApiDependencies) -> FastAPI:
     def cap_domain(
         name: str, body: ManualCap, user: Annotated[Principal, Depends(require("cap"))]
     ) -> PowerDomainView:
-        """Cap a domain by hand below its budget (cap_w null removes the manual cap)."""
+        """Cap a domain by hand below its budget (cap_w null removes the manual cap); the cap
+        must lie between the sum of its GPUs' minimum power limits and its budget."""
+        if body.cap_w is not None:
+            cap_w = body.cap_w
+            read(lambda: check_cap(cap_w, deps.cluster.power_domains(), deps.cluster.nodes(), name))
         try:
             view: PowerDomainView = read(lambda: deps.cluster.set_manual_cap(name, body.cap_w))
         except KeyError:
@@ -500,13 +494,19 @@ def create_app(deps: ApiDependencies) -> FastAPI:
     def submit_simulation(
         body: SimulationRequest, user: Annotated[Principal, Depends(require("simulate"))]
     ) -> SimulationView:
-        """Start a what-if simulation (a training trace, policies, seeds); poll it by id."""
+        """Start a what-if simulation (a training trace, policies, seeds); poll it by id. At
+        most a few run or wait at once: beyond, 429 with Retry-After."""
         try:
             run = deps.simulations.submit(body, user.user, deps.history)
         except ValueError as exc:
             raise ApiProblemError(
                 422, "invalid-simulation", "Invalid simulation", str(exc)
             ) from None
+        except SimulationQueueFullError as exc:
+            raise ApiProblemError(
+                429, "too-many-simulations", "Too many simulations", str(exc),
+                headers={"Retry-After": str(exc.retry_after_s)},
+            ) from None  # fmt: skip
         audit(user, "simulation.submit", run.id, "queued", trace=body.trace)
         return _simulation_view(run)
 

@@ -11,10 +11,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from voltpack.model.echo import shorten
+
 log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_BASE = "https://voltpack.io/problems/"
+MAX_DETAIL_CHARS = 2000
+"""A problem's detail is cut here; a field error's message at `MAX_MESSAGE_CHARS`."""
+MAX_MESSAGE_CHARS = 300
+MAX_FIELD_ERRORS = 20
 
 
 class Problem(BaseModel):
@@ -58,12 +64,13 @@ def problem_response(
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    """A JSON response carrying a problem document."""
+    """A JSON response carrying a problem document; the detail (which may echo a user's input)
+    is cut to `MAX_DETAIL_CHARS`."""
     body = Problem(
         type=PROBLEM_BASE + kind,
         title=title,
         status=status,
-        detail=detail,
+        detail=shorten(detail, MAX_DETAIL_CHARS),
         instance=str(request.url.path),
         errors=errors,
     )
@@ -76,10 +83,16 @@ def problem_response(
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """The first `MAX_FIELD_ERRORS` errors, field and message cut short (a custom validator's
+    message may quote the input)."""
     errors = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ()))
-        errors.append({"field": where, "message": str(error.get("msg", ""))})
+    found = exc.errors()
+    for error in found[:MAX_FIELD_ERRORS]:
+        where = shorten(".".join(str(part) for part in error.get("loc", ())))
+        message = shorten(str(error.get("msg", "")), MAX_MESSAGE_CHARS)
+        errors.append({"field": where, "message": message})
+    if len(found) > MAX_FIELD_ERRORS:
+        errors.append({"field": "(more)", "message": f"and {len(found) - MAX_FIELD_ERRORS} more"})
     return errors
 
 

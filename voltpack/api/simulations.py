@@ -3,11 +3,17 @@
 A request names a shipped training trace (under `data/gavel/`, no other paths), a cluster and
 allocation policies; the run replays the trace once per policy and reports `summarize`'s
 figures. Runs are kept in memory and, when a history store is configured, saved there.
+
+Both are bounded: at most `max_active` runs queued or running (a submission beyond gets
+`SimulationQueueFullError`, which the API answers with 429 and Retry-After), and at most
+`max_finished` finished runs kept in memory, the oldest forgotten first (the history store, if
+any, still has them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import re
 import threading
@@ -30,6 +36,7 @@ from voltpack.sim.traces.gavel import load_gavel_trace
 if TYPE_CHECKING:
     from voltpack.api.sources import History
 
+log = logging.getLogger(__name__)
 _TRACE_NAME = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.trace$")
 
 
@@ -91,19 +98,52 @@ class SimulationRequest(BaseModel):
         return value
 
 
-class SimulationRunner:
-    """Runs submitted simulations one at a time; keeps their state."""
+DEFAULT_MAX_ACTIVE = 8
+"""Runs queued or running at once; more are refused until one finishes."""
+DEFAULT_MAX_FINISHED = 100
+"""Finished runs kept in memory; older ones are forgotten (the history store keeps them)."""
+RETRY_AFTER_S = 30
+"""What a refused submission is told to wait: about one small run."""
+_FINISHED = ("done", "failed")
 
-    def __init__(self, workers: int = 1) -> None:
+
+class SimulationQueueFullError(Exception):
+    """As many runs are queued or running as the runner accepts."""
+
+    def __init__(self, active: int) -> None:
+        super().__init__(
+            f"{active} simulations are queued or running, the most this API accepts; "
+            f"submit again after one finishes (about {RETRY_AFTER_S} s)"
+        )
+        self.retry_after_s = RETRY_AFTER_S
+
+
+class SimulationRunner:
+    """Runs submitted simulations one at a time; keeps their state, within bounds."""
+
+    def __init__(
+        self,
+        workers: int = 1,
+        max_active: int = DEFAULT_MAX_ACTIVE,
+        max_finished: int = DEFAULT_MAX_FINISHED,
+    ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="voltpack-sim")
-        self._runs: dict[str, SimulationRun] = {}
+        self._runs: dict[str, SimulationRun] = {}  # in submission order
         self._lock = threading.Lock()
+        self._max_active = max_active
+        self._max_finished = max_finished
+        self._active = 0
 
     def submit(
         self, request: SimulationRequest, user: str, history: History | None
     ) -> SimulationRun:
-        """Queue a run; ValueError when the trace does not exist."""
+        """Queue a run; ValueError when the trace does not exist, SimulationQueueFullError when
+        `max_active` runs are queued or running."""
         path = _trace_path(request.trace)
+        with self._lock:
+            if self._active >= self._max_active:
+                raise SimulationQueueFullError(self._active)
+            self._active += 1
         run = SimulationRun(
             id=uuid.uuid4().hex[:16],
             created_at_s=time.time(),
@@ -115,8 +155,22 @@ class SimulationRunner:
                 run.id = history.create_simulation(run)
         with self._lock:
             self._runs[run.id] = run
-        self._pool.submit(self._execute, run, request, path, history)
+        try:
+            self._pool.submit(self._execute, run, request, path, history)
+        except RuntimeError:  # shut down
+            with self._lock:
+                self._active -= 1
+                self._runs.pop(run.id, None)
+            raise
         return run
+
+    def _finished(self, run: SimulationRun) -> None:
+        """Count the run out of the active ones; forget the oldest finished beyond the bound."""
+        with self._lock:
+            self._active -= 1
+            finished = [key for key, kept in self._runs.items() if kept.status in _FINISHED]
+            for key in finished[: max(0, len(finished) - self._max_finished)]:
+                del self._runs[key]
 
     def get(self, run_id: str, history: History | None) -> SimulationRun | None:
         """A run by id, from memory or the history."""
@@ -168,6 +222,11 @@ class SimulationRunner:
             run.status = "done"
         except (VoltpackError, LookupError, ValueError) as exc:
             run.status, run.error = "failed", str(exc)
+        except Exception as exc:  # never leave a run 'running' and counted
+            run.status, run.error = "failed", f"{type(exc).__name__}: the server logged it"
+            log.exception("simulation %s failed", run.id)
+        finally:
+            self._finished(run)
         self._save(run, history)
 
     @staticmethod

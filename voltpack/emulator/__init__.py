@@ -37,7 +37,9 @@ What it simplifies, compared with a real kube-apiserver:
   of a review needs `--validate=false`) and SubjectAccessReview with real
   RBAC semantics, but does not itself authenticate or authorize requests: every request is
   served, anonymous or not. Bearer tokens and `Impersonate-*` headers only decide whom the
-  self reviews (`kubectl auth can-i|whoami`) are about; impersonation is not authorized.
+  self reviews (`kubectl auth can-i|whoami`) are about; impersonation is authorized as in
+  kube-apiserver (the `impersonate` verb on users, groups, serviceaccounts, uids and
+  userextras; `system:masters` may), so anonymous clients cannot impersonate.
   RBAC escalation checks (`escalate`, `bind`) are not made; aggregated ClusterRoles get their
   rules when evaluated, not written into the object. A SubjectAccessReview about a service
   account that gives no groups is evaluated with the service-account groups (kube-apiserver

@@ -18,8 +18,11 @@ The emulator itself still serves anonymous requests; identities matter only for 
 "self" reviews (`kubectl auth can-i`, `kubectl auth whoami`), which ask about the requester:
 the user of the bearer token it sends, else `system:anonymous`, or whoever the
 `Impersonate-User` / `Impersonate-Group` / `Impersonate-Uid` / `Impersonate-Extra-*` headers
-name (kubectl's `--as`, `--as-group`, `--as-uid`). Impersonation is trusted as sent: no
-`impersonate` permission is checked.
+name (kubectl's `--as`, `--as-group`, `--as-uid`). Impersonation is authorized as
+kube-apiserver's impersonation filter does it: the requester (its token's user, or anonymous)
+needs the `impersonate` verb on `users` (or `serviceaccounts` in the account's namespace),
+on `groups`, on `uids` and on `userextras/<key>` (group `authentication.k8s.io`) for each
+value it names, else 403; `system:masters` may impersonate anyone.
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from voltpack.emulator.errors import ApiError, EmulatorError, bad_request
+from voltpack.emulator.errors import ApiError, EmulatorError, bad_request, forbidden
 from voltpack.emulator.rbac import (
     ALL_AUTHENTICATED,
     ALL_UNAUTHENTICATED,
     ANONYMOUS,
+    Attributes,
+    Decision,
+    ResourceAttributes,
     UserInfo,
     service_account_groups,
     service_account_username,
@@ -251,10 +257,69 @@ class RequestIdentity:
         return cls(authorization, user, tuple(groups), uid, tuple(extra))
 
 
-def request_user(identity: RequestIdentity, authenticator: Authenticator) -> UserInfo:
+Authorize = Callable[[UserInfo, Attributes], Decision]
+"""Whether a user may do something (e.g. `RbacPolicy.authorize`)."""
+AUTHENTICATION_GROUP = "authentication.k8s.io"
+
+
+def _impersonations(identity: RequestIdentity) -> list[ResourceAttributes]:
+    """What impersonating `identity` asks to be allowed, as kube-apiserver asks it."""
+    assert identity.impersonate_user is not None
+    username = identity.impersonate_user
+    service_account = split_service_account(username)
+    wanted = [
+        ResourceAttributes("impersonate", "serviceaccounts", namespace=service_account[0],
+                           name=service_account[1])
+        if service_account is not None
+        else ResourceAttributes("impersonate", "users", name=username)
+    ]  # fmt: skip
+    wanted += [
+        ResourceAttributes("impersonate", "groups", name=g) for g in identity.impersonate_groups
+    ]
+    if identity.impersonate_uid:
+        wanted.append(
+            ResourceAttributes(
+                "impersonate", "uids", group=AUTHENTICATION_GROUP, name=identity.impersonate_uid
+            )
+        )
+    for key, value in identity.impersonate_extra:
+        wanted.append(
+            ResourceAttributes(
+                "impersonate", "userextras", group=AUTHENTICATION_GROUP, subresource=key, name=value
+            )
+        )
+    return wanted
+
+
+def _check_impersonation(
+    requester: UserInfo, identity: RequestIdentity, authorize: Authorize
+) -> None:
+    for attributes in _impersonations(identity):
+        if not authorize(requester, attributes).allowed:
+            resource = attributes.resource
+            if attributes.subresource:
+                resource = f"{resource}/{attributes.subresource}"
+            scope = (
+                f'in the namespace "{attributes.namespace}"'
+                if attributes.namespace
+                else "at the cluster scope"
+            )
+            raise forbidden(
+                resource,
+                attributes.group,
+                attributes.name,
+                f'User "{requester.username}" cannot impersonate resource "{resource}" in API '
+                f'group "{attributes.group}" {scope}',
+            )
+
+
+def request_user(
+    identity: RequestIdentity, authenticator: Authenticator, authorize: Authorize
+) -> UserInfo:
     """Who a request is from: its bearer token's user (or anonymous), or whom it impersonates.
 
-    An impersonated service account (`system:serviceaccount:ns:name`) without
+    Impersonation needs the `impersonate` verb on what it names (`authorize` decides, 403
+    without). An impersonated service account (`system:serviceaccount:ns:name`) without
     `Impersonate-Group` headers gets the service-account groups, and every impersonated user
     but `system:anonymous` is in `system:authenticated`, as in kube-apiserver.
     """
@@ -273,6 +338,7 @@ def request_user(identity: RequestIdentity, authenticator: Authenticator) -> Use
                 "Impersonate-User header"
             )
         return user
+    _check_impersonation(user, identity, authorize)
     username = identity.impersonate_user
     groups = identity.impersonate_groups
     service_account = split_service_account(username)

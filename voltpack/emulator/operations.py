@@ -71,6 +71,7 @@ from voltpack.emulator.schema import validate as validate_schema
 from voltpack.emulator.selectors import FieldSelector, LabelSelector
 from voltpack.emulator.store import Store
 from voltpack.emulator.validation import validate_metadata
+from voltpack.model import safe_yaml
 
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -586,7 +587,7 @@ class Operations:
     ) -> Written:
         """Server-side apply, simplified: create if absent, else merge the applied fields in."""
         try:
-            applied = yaml.safe_load(raw.decode("utf-8") or "null")
+            applied = safe_yaml.safe_load(raw.decode("utf-8") or "null")
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise bad_request(f"error decoding YAML: {exc}") from None
         obj = self._decode(rtype, applied)

@@ -35,6 +35,7 @@ from voltpack.emulator.resources import BUILTINS, ResourceType
 from voltpack.emulator.selectors import parse_field_selector, parse_label_selector
 from voltpack.emulator.tables import table
 from voltpack.emulator.watch import WatchRequest, WatchStream
+from voltpack.model import safe_yaml
 
 if TYPE_CHECKING:
     from voltpack.emulator.state import EmulatorState
@@ -189,10 +190,12 @@ async def _read_body(request: web.Request) -> Any:
         return None
     try:
         if "yaml" in content_type:
-            return yaml.safe_load(raw.decode("utf-8"))
+            return safe_yaml.safe_load(raw.decode("utf-8"))
         return json.loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         raise bad_request(f"error decoding the request body: {exc}") from None
+    except RecursionError:
+        raise bad_request("error decoding the request body: it nests too deep") from None
 
 
 _OPTIONS_KIND = {"PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
@@ -437,7 +440,7 @@ async def _review(
         answer = reviews.local_subject_access_review(body, target.namespace, state.rbac_policy())
     else:
         identity = RequestIdentity.from_headers(request.headers.items())
-        requester = request_user(identity, state.authenticator)
+        requester = request_user(identity, state.authenticator, state.rbac_policy().authorize)
         if kind == "SelfSubjectReview":
             answer = reviews.self_subject_review(body, requester, state.clock())
         elif kind == "SelfSubjectAccessReview":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +36,29 @@ async def _start_site(state: EmulatorState, host: str, port: int) -> tuple[web.A
     await site.start()
     bound = runner.addresses[0]
     return runner, int(bound[1])
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1); false for anything that
+    other machines could reach, `0.0.0.0` and `::` included."""
+    if host.strip().lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, insecure_bind: bool) -> None:
+    """EmulatorError unless `host` is loopback or `insecure_bind` says it may be reachable:
+    the emulator authenticates nothing and serves every request (Secrets, RBAC, bindings)."""
+    if is_loopback(host) or insecure_bind:
+        return
+    raise EmulatorError(
+        f"--host {host} would serve the emulator beyond this machine, and it answers every "
+        "request without authentication (anyone reaching it can read Secrets and change RBAC); "
+        "listen on 127.0.0.1 (the default), or pass --insecure-bind if this is what you want"
+    )
 
 
 def _url(host: str, port: int) -> str:

@@ -10,6 +10,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from voltpack.model import safe_yaml
 from voltpack.model.errors import CatalogError
 from voltpack.model.text_files import read_user_text
 
@@ -83,7 +84,7 @@ class GpuCatalog:
     @classmethod
     def _parse(cls, text: str, origin: str) -> GpuCatalog:
         try:
-            parsed = _CatalogFile.model_validate(yaml.safe_load(text))
+            parsed = _CatalogFile.model_validate(safe_yaml.safe_load(text))
         except yaml.YAMLError as exc:
             raise CatalogError(f"{origin}: not valid YAML: {exc}") from None
         except ValidationError as exc:

@@ -8,6 +8,7 @@ from typing import ClassVar, Generic, Protocol, Self, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from voltpack.model import safe_yaml
 from voltpack.model.errors import VoltpackError
 from voltpack.model.text_files import read_user_text
 
@@ -27,7 +28,7 @@ def parse_yaml_file(
 ) -> FileT:
     """Validate YAML `text` as `file_model`; raise `error` naming `origin` and the bad field."""
     try:
-        return file_model.model_validate(yaml.safe_load(text))
+        return file_model.model_validate(safe_yaml.safe_load(text))
     except yaml.YAMLError as exc:
         raise error(f"{origin}: not valid YAML: {exc}") from None
     except ValidationError as exc:

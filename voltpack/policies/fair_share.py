@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from voltpack.model.echo import short_repr
 from voltpack.model.errors import PolicyError
 from voltpack.policies.registry import validated_params
 from voltpack.policies.strategy import NoParams
@@ -101,7 +102,7 @@ def make_ordering(name: str, params: Mapping[str, Any] | None = None) -> QueueOr
         cls = _ORDERINGS[name]
     except KeyError:
         raise PolicyError(
-            f"field spec.queueing.ordering: value {name!r} is not allowed; "
+            f"field spec.queueing.ordering: value {short_repr(name)} is not allowed; "
             f"allowed values: {', '.join(_ORDERINGS)}"
         ) from None
     return cls(validated_params(cls.Params, params, "spec.queueing.params", f"ordering {name}"))

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from voltpack.model.echo import short_repr, shorten
 from voltpack.model.errors import PolicyError
 from voltpack.policies.strategies.best_fit import BestFitStrategy
 from voltpack.policies.strategies.dot_product import DotProductStrategy
@@ -18,6 +19,9 @@ from voltpack.policies.strategies.random_fit import RandomStrategy
 from voltpack.policies.strategy import ScoringStrategy
 
 M = TypeVar("M", bound=BaseModel)
+
+MAX_LISTED_ERRORS = 20
+"""Field errors a message lists; more are counted, not listed."""
 
 _STRATEGIES: dict[str, type[ScoringStrategy]] = {
     cls.name: cls
@@ -49,7 +53,7 @@ def make_strategy(name: str, params: Mapping[str, Any] | None = None) -> Scoring
         cls = _STRATEGIES[name]
     except KeyError:
         raise PolicyError(
-            f"unknown strategy {name!r}; allowed values: {', '.join(_STRATEGIES)}"
+            f"unknown strategy {short_repr(name)}; allowed values: {', '.join(_STRATEGIES)}"
         ) from None
     return cls(validated_params(cls.Params, params, "spec.scoring.params", f"strategy {name}"))
 
@@ -59,22 +63,30 @@ def validated_params(model: type[M], params: Mapping[str, Any] | None, field: st
     try:
         return model.model_validate(dict(params or {}))
     except ValidationError as exc:
-        problems = "; ".join(describe_validation_error(e, prefix=field) for e in exc.errors())
+        problems = describe_validation_errors(exc.errors(), prefix=field)
         raise PolicyError(f"{owner}: {problems}") from None
 
 
+def describe_validation_errors(errors: list[Any], prefix: str = "") -> str:
+    """Pydantic errors joined with '; ', at most `MAX_LISTED_ERRORS` of them (then a count)."""
+    shown = "; ".join(describe_validation_error(e, prefix) for e in errors[:MAX_LISTED_ERRORS])
+    more = len(errors) - MAX_LISTED_ERRORS
+    return f"{shown}; and {more} more" if more > 0 else shown
+
+
 def describe_validation_error(error: Any, prefix: str = "") -> str:
-    """One pydantic error as 'field X: value V is not allowed; allowed values: ...'."""
+    """One pydantic error as 'field X: value V is not allowed; allowed values: ...'; the value
+    is shown up to 200 characters."""
     parts = [prefix] if prefix else []
     parts += [str(part) for part in error["loc"]]
-    where = ".".join(parts) or "(top level)"
+    where = shorten(".".join(parts) or "(top level)")
     kind = error["type"]
     if kind == "missing":
         return f"field {where} is required"
     if kind == "extra_forbidden":
         return f"field {where} is not a known field; remove it or check its spelling"
-    bad = error.get("input")
+    bad = short_repr(error.get("input"))
     expected = (error.get("ctx") or {}).get("expected")
     if expected:
-        return f"field {where}: value {bad!r} is not allowed; allowed values: {expected}"
-    return f"field {where}: value {bad!r} is not valid: {error['msg']}"
+        return f"field {where}: value {bad} is not allowed; allowed values: {shorten(expected)}"
+    return f"field {where}: value {bad} is not valid: {shorten(str(error['msg']))}"

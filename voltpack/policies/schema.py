@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from voltpack.forecast.default_model import DEFAULT_MODEL
 from voltpack.forecast.names import forecaster_names
+from voltpack.model import safe_yaml
+from voltpack.model.echo import short_repr, shorten
 from voltpack.model.errors import CatalogError, PolicyError, PowerConfigError
 from voltpack.model.text_files import read_user_text
 from voltpack.perf.gpu_power import power_model_for
@@ -17,7 +19,7 @@ from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.hetero.registry import allocation_policy_names
 from voltpack.policies.power.ladder import ActionLadder
 from voltpack.policies.power.registry import make_power_policy
-from voltpack.policies.registry import describe_validation_error, make_strategy, strategy_names
+from voltpack.policies.registry import describe_validation_errors, make_strategy, strategy_names
 
 API_VERSION = "voltpack.io/v1alpha1"
 KIND = "SchedulingPolicy"
@@ -244,9 +246,12 @@ class PolicyFile(_Strict):
 
 
 def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
-    """Parse and validate policy YAML; raise PolicyError naming the field, value and fix."""
+    """Parse and validate policy YAML; raise PolicyError naming the field, value and fix.
+
+    The YAML is read with bounded nesting and alias expansion (`voltpack.model.safe_yaml`), and
+    errors show at most 200 characters of a bad value."""
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyError(f"{origin}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
@@ -256,18 +261,19 @@ def parse_policy(text: str, origin: str = "<policy>") -> PolicyFile:
     try:
         policy = PolicyFile.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(describe_validation_error(e) for e in exc.errors())
+        problems = describe_validation_errors(exc.errors())
         raise PolicyError(f"{origin}: {problems}") from None
     strategy = policy.spec.scoring.strategy
     if strategy not in strategy_names():
         raise PolicyError(
-            f"{origin}: field spec.scoring.strategy: value {strategy!r} is not allowed; "
+            f"{origin}: field spec.scoring.strategy: value {short_repr(strategy)} is not allowed; "
             f"allowed values: {', '.join(strategy_names())}"
         )
     allocation = policy.spec.allocation.policy
     if allocation is not None and allocation not in allocation_policy_names():
         raise PolicyError(
-            f"{origin}: field spec.allocation.policy: value {allocation!r} is not allowed; "
+            f"{origin}: field spec.allocation.policy: value {short_repr(allocation)} is not "
+            "allowed; "
             f"allowed values: {', '.join(allocation_policy_names())}"
         )
     try:
@@ -288,7 +294,7 @@ def check_gpu_actions(power: PowerSpec) -> None:
                 sku, power_model_for(sku), actions.lock_clocks_mhz, actions.floor_power_w
             )
         except (CatalogError, PowerConfigError) as exc:
-            raise PolicyError(f"field spec.power.gpus.{sku}: {exc}") from None
+            raise PolicyError(f"field spec.power.gpus.{shorten(sku)}: {exc}") from None
 
 
 def load_policy(path: Path) -> PolicyFile:

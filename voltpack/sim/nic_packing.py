@@ -61,6 +61,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from voltpack.model import safe_yaml
 from voltpack.model.cluster import MILLI_PER_GPU, NIC_PERCENT, Node
 from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 from voltpack.model.errors import TraceFormatError
@@ -284,7 +285,7 @@ class NodeShapesFile(BaseModel):
 def load_node_shapes(path: Path) -> list[NodeShape]:
     """Read a node-shapes YAML file; TraceFormatError names the file and the bad field."""
     try:
-        document: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document: Any = safe_yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot open: {exc.strerror}") from None
     except yaml.YAMLError as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from voltpack.model.echo import short_repr
 from voltpack.model.errors import PolicyError
 from voltpack.policies.power.headroom import HeadroomPolicy
 from voltpack.policies.power.thresholds import ThresholdPolicy
@@ -29,7 +30,7 @@ def make_power_policy(name: str, params: Mapping[str, Any] | None = None) -> Pow
         cls = _POLICIES[name]
     except KeyError:
         raise PolicyError(
-            f"field spec.power.policy: value {name!r} is not allowed; "
+            f"field spec.power.policy: value {short_repr(name)} is not allowed; "
             f"allowed values: {', '.join(_POLICIES)}"
         ) from None
     params_model: type[BaseModel] = cls.Params

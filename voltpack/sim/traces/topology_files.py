@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from voltpack.model import safe_yaml
 from voltpack.model.errors import TraceFormatError
 from voltpack.model.resources import API_GROUP
 from voltpack.model.resources.topology import TopologyLevel, TopologySpec
@@ -75,7 +76,7 @@ def read_topology_spec(path: Path) -> TopologySpec:
     """A `Topology` object (`kind: Topology`) or its bare spec, from YAML; errors name fields."""
     text = read_user_text(path, "Topology YAML", TraceFormatError)
     try:
-        document: Any = yaml.safe_load(text)
+        document: Any = safe_yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise TraceFormatError(f"{path}: not valid YAML: {exc}") from None
     if isinstance(document, dict) and "kind" in document:
