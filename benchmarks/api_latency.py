@@ -1,42 +1,41 @@
-"""Admin API latency over HTTP: the cluster summary at 5,000 nodes and 50,000 pods, and paginated
-decision queries with 1 million stored decisions, on SQLite and on PostgreSQL.
+"""Admin API latency over HTTP, every route, at 5,000 nodes, 50,000 pods and 1 million stored
+decisions, while the cluster changes (SQLite and PostgreSQL).
 
 The emulator runs in its own process (as an API server would) with `--nodes` eight-GPU nodes
 (half A100, half H100; 50 racks labelled `rack`, one PowerBudget each, with a status as the
 operator writes it) and `--pods` pods: on every node eight one-GPU pods and one CPU pod bound
 and running, the rest pending voltpack pods in gangs of five. The API runs as `voltpack api`
 does (uvicorn, static-token auth, the operator's Kubernetes adapter: watch-fed caches, the
-summary kept by watch events) in front of it and of a store filled with `--decisions` decisions
-(`store_queries.generate`: 5,000 jobs on 1,000 nodes over 30 days). One keep-alive HTTP client
-calls each route `--repeats` times after a warm-up:
+summary and the node/job/domain views kept from watch events) in front of it and of a store
+filled with `--decisions` decisions (`store_queries.generate`: 5,000 jobs on 1,000 nodes over
+30 days).
 
-- cluster summary: `GET /api/v1/cluster`, the cluster quiet;
-- cluster summary, views dropped: the same with the adapter's built views dropped before every
-  call (what "cache cold" measured when every call re-listed the cluster; now the summary's
-  counters are kept by the watch, so dropping the views costs it nothing);
-- cluster summary, cluster changing: while another client creates and deletes pods as fast as
-  the emulator takes them (the adapter takes each event in as it serves), 10 ms between calls
-  so that they span seconds of changes;
-- nodes, jobs: `GET /api/v1/nodes` (every node with its GPUs) and `GET /api/v1/jobs` (every
-  job with its workers), `--heavy-repeats` times: each answer is the whole list, serialised at
-  every call; built from the cached objects once per change (quiet cluster), or with the views
-  dropped before every call (as after a change: built again);
-- decisions, newest page: `GET /api/v1/decisions?limit=50`;
-- decisions of one job: `GET /api/v1/decisions?job=...&limit=50` (a random job each time);
-- decisions, page 20: 19 cursor hops first, then the 20th page is timed.
+Every call is made while another client creates, binds (a Binding) and deletes pods as fast as
+the emulator takes them ("changes flowing"; the adapter takes each event in as it serves). One
+keep-alive HTTP client calls each route after a warm-up, 10 ms apart: `--repeats` times, or
+`--heavy-repeats` for the routes over nodes, jobs and domains (the whole-list routes took
+seconds per call before they were paged: issue 30): the summary; the first page of nodes and
+a page from the middle (`limit=500`); one node; the first page of jobs, of pending jobs; one
+pod group; queues; power domains; decisions (newest page, one job's, page 20 after 19 cursor
+hops); audit; the active policy. Per route: p50, p99, max. Per run: the pod changes made, the
+wall time, the CPU seconds of this process (API, clients, churn) and of the emulator, the
+1-minute load average after, the full garbage collections in this process and the longest, and
+how long a fresh adapter took to list and watch the cluster (as `voltpack api` does at start).
 
-Also measured once per backend: how long a fresh adapter takes to list and watch the cluster
-(what `voltpack api` does at its start, before its first answer).
-
-Goal (issue 8, and issue 23 for the summary at this size): p99 under 100 ms on this machine.
+The same script measures an older checkout (`PYTHONPATH=<checkout>`; every call it makes was
+served then too), so before and after can be run alternately: `--label` and `--output` name
+the run. Goal (issue 30): every route's p99 under 100 ms on this machine.
 
 Usage: python benchmarks/api_latency.py [--nodes 5000] [--pods 50000] [--decisions 1000000]
-       [--repeats 300] [--heavy-repeats 10] [--backends sqlite,postgresql]
+       [--repeats 300] [--heavy-repeats 30] [--backends sqlite,postgresql] [--label ...]
+       [--output api_latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import random
 import subprocess
 import tempfile
@@ -140,7 +139,7 @@ def populate(kube: client.ApiClient, node_count: int, pod_count: int) -> dict[st
 
 
 def timed(
-    call: Callable[[int], httpx.Response], repeats: int, warmup: int = 10, pause_s: float = 0.0
+    call: Callable[[int], httpx.Response], repeats: int, warmup: int = 3, pause_s: float = 0.0
 ) -> dict[str, float]:
     """p50, p99 and max in milliseconds of `call(i)`; every answer must be 200."""
     for i in range(warmup):
@@ -159,19 +158,59 @@ def timed(
 def percentiles(samples_s: list[float]) -> dict[str, float]:
     ms = np.array(samples_s) * 1000
     return {
+        "calls": len(samples_s),
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "max_ms": float(ms.max()),
     }
 
 
-class Churn:
-    """Another client creating pods and deleting them 50 later, back to back, until stopped;
-    the pods it leaves are deleted on exit."""
+class GcPauses:
+    """The full (generation 2) garbage collections of this process while in the block: how
+    many and how long the longest took (the caches hold millions of objects)."""
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self) -> None:
+        self.pauses_s: list[float] = []
+        self._started = 0.0
+
+    def _hear(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses_s.append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._hear)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._hear)
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "full_collections": len(self.pauses_s),
+            "longest_ms": round(max(self.pauses_s, default=0.0) * 1000, 1),
+        }
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux `/proc/<pid>/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Churn:
+    """Another client changing the cluster as fast as the emulator takes it, until stopped: it
+    creates a pending voltpack pod (CPU only: every GPU is taken), binds it to a node (a
+    Binding, as the scheduler does), and deletes each pod 50 later; the pods it leaves are
+    deleted on exit."""
+
+    def __init__(self, url: str, prefix: str, nodes: int) -> None:
         self._kube = client.ApiClient(client.Configuration(host=url))
         self._prefix = prefix
+        self._nodes = nodes
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.changes = 0
@@ -191,9 +230,16 @@ class Churn:
         started = time.perf_counter()
         index = 0
         while not self._stop.is_set():
-            body = pod(f"{self._prefix}-{index:06d}", f"gpu-{index % 100:05d}", 0)
-            core.create_namespaced_pod("default", body, _preload_content=False)
-            self.changes += 1
+            name = f"{self._prefix}-{index:06d}"
+            core.create_namespaced_pod("default", pod(name, None, 0), _preload_content=False)
+            binding = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name},
+                "target": {"kind": "Node", "name": f"gpu-{index * 37 % self._nodes:05d}"},
+            }
+            core.create_namespaced_pod_binding(name, "default", binding, _preload_content=False)
+            self.changes += 2
             if index >= 50:
                 old = f"{self._prefix}-{index - 50:06d}"
                 core.delete_namespaced_pod(old, "default", _preload_content=False)
@@ -206,52 +252,88 @@ class Churn:
             )
 
 
-def measure(
-    url: str,
-    emulator_url: str,
-    repeats: int,
-    heavy_repeats: int,
-    source: KubeAdminSource,
-    name: str,
-) -> dict[str, dict[str, float]]:
-    """Each route's latency through one keep-alive client."""
-    rng = random.Random(3)
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
-        figures = {
-            "cluster summary": timed(lambda _: http.get("/api/v1/cluster"), repeats),
-            "cluster summary, views dropped": timed(
-                lambda _: (source.invalidate(), http.get("/api/v1/cluster"))[1], repeats
-            ),
-        }
-        with Churn(emulator_url, f"churn-{name}") as churn:
-            figures["cluster summary, cluster changing"] = timed(
-                lambda _: http.get("/api/v1/cluster"), repeats, pause_s=CHANGING_PAUSE_S
-            )
-        figures["cluster summary, cluster changing"]["changes"] = churn.changes
-        figures["cluster summary, cluster changing"]["changes_per_s"] = round(
-            churn.changes / churn.seconds, 1
-        )
-        summary = http.get("/api/v1/cluster").json()
-        heavy = (("nodes, every GPU", "/api/v1/nodes"), ("jobs, every worker", "/api/v1/jobs"))
-        for route, path in heavy:
-            figures[route] = timed(lambda _, p=path: http.get(p), heavy_repeats, warmup=1)
-            figures[f"{route}, views dropped"] = timed(
-                lambda _, p=path: (source.invalidate(), http.get(p))[1], heavy_repeats, warmup=1
-            )
-        figures["decisions, newest page"] = timed(
-            lambda _: http.get("/api/v1/decisions", params={"limit": 50}), repeats
-        )
-        figures["decisions of one job"] = timed(
+def routes(
+    http: httpx.Client, nodes: int, pods: int, rng: random.Random
+) -> list[tuple[str, str, Callable[[int], httpx.Response], bool]]:
+    """(route, what is asked, the call, whether it is a list route over the whole cluster)."""
+    middle = f"gpu-{nodes // 2:05d}"
+    gangs = max((pods - nodes * (GPUS_PER_NODE + 1)) // GANG, 0)
+
+    def get(path: str, **params: Any) -> Callable[[int], httpx.Response]:
+        return lambda _: http.get(path, params=params)
+
+    one_job = (
+        (lambda _: http.get(f"/api/v1/jobs/default/gang-{rng.randrange(gangs)}"))
+        if gangs
+        else (lambda _: http.get(f"/api/v1/jobs/default/cpu-{rng.randrange(nodes):05d}"))
+    )
+    return [
+        ("GET /cluster", "the summary", get("/api/v1/cluster"), False),
+        ("GET /nodes", "first page, limit=500", get("/api/v1/nodes", limit=500), True),
+        (
+            "GET /nodes",
+            f"a page from the middle (after={middle}), limit=500",
+            get("/api/v1/nodes", limit=500, after=middle),
+            True,
+        ),
+        (
+            "GET /nodes/{name}",
+            "a random node",
+            lambda _: http.get(f"/api/v1/nodes/gpu-{rng.randrange(nodes):05d}"),
+            True,
+        ),
+        ("GET /jobs", "first page, limit=500", get("/api/v1/jobs", limit=500), True),
+        (
+            "GET /jobs",
+            "pending only, limit=500",
+            get("/api/v1/jobs", pending="true", limit=500),
+            True,
+        ),
+        ("GET /jobs/{ns}/{name}", "a random pod group", one_job, True),
+        ("GET /queues", "every queue", get("/api/v1/queues"), False),
+        ("GET /power/domains", "every domain", get("/api/v1/power/domains"), True),
+        ("GET /decisions", "newest page, limit=50", get("/api/v1/decisions", limit=50), False),
+        (
+            "GET /decisions",
+            "one job's, limit=50",
             lambda _: http.get(
                 "/api/v1/decisions",
                 params={"limit": 50, "job": f"default/job-{rng.randrange(JOBS)}"},
             ),
-            repeats,
-        )
-        # page 20: time only the last request, after 19 untimed hops
+            False,
+        ),
+        ("GET /audit", "newest 100", get("/api/v1/audit", limit=100), False),
+        ("GET /policy", "the active policy", get("/api/v1/policy"), False),
+    ]
+
+
+def measure(
+    url: str,
+    emulator: subprocess.Popen[bytes],
+    emulator_url: str,
+    args: argparse.Namespace,
+    name: str,
+) -> dict[str, Any]:
+    """Each route's latency through one keep-alive client while another client changes the
+    cluster; the load average and the CPU seconds of both processes over the measurement."""
+    rng = random.Random(3)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    figures: dict[str, Any] = {}
+    cpu_before = (process_cpu_s(os.getpid()), process_cpu_s(emulator.pid))
+    wall_before = time.perf_counter()
+    with (
+        httpx.Client(base_url=url, headers=headers, timeout=300) as http,
+        Churn(emulator_url, f"churn-{name}", args.nodes) as churn,
+        GcPauses() as collections,
+    ):
+        for route, what, call, heavy in routes(http, args.nodes, args.pods, rng):
+            repeats = args.heavy_repeats if heavy else args.repeats
+            figure = timed(call, repeats, pause_s=CHANGING_PAUSE_S)
+            figures[f"{route}: {what}"] = {"route": route, "what": what, **figure}
+            print(f"  {route} ({what}): {figure}", flush=True)
+        # page 20 of the decisions: time only the last request, after 19 untimed hops
         samples = []
-        for _ in range(max(repeats // 10, 20)):
+        for _ in range(max(args.repeats // 10, 20)):
             params: dict[str, Any] = {"limit": 50}
             for _hop in range(19):
                 body = http.get("/api/v1/decisions", params=params)
@@ -260,13 +342,37 @@ def measure(
             started = time.perf_counter()
             http.get("/api/v1/decisions", params=params).raise_for_status()
             samples.append(time.perf_counter() - started)
-        figures["decisions, page 20"] = percentiles(samples)
-    figures["_summary"] = summary
-    return figures
+        figures["GET /decisions: page 20, limit=50"] = {
+            "route": "GET /decisions",
+            "what": "page 20, limit=50",
+            **percentiles(samples),
+        }
+        summary = http.get("/api/v1/cluster").json()
+    wall_s = time.perf_counter() - wall_before
+    return {
+        "routes": figures,
+        "summary": summary,
+        "churn": {
+            "changes": churn.changes,
+            "changes_per_s": round(churn.changes / max(churn.seconds, 1e-9), 1),
+        },
+        "wall_s": round(wall_s, 1),
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+        "gc": collections.figures(),
+        "cpu_s": {
+            "api_and_clients": round(process_cpu_s(os.getpid()) - cpu_before[0], 1),
+            "emulator": round(process_cpu_s(emulator.pid) - cpu_before[1], 1),
+        },
+    }
 
 
 def run_backend(
-    backend: str, store_url: str, emulator_url: str, args: argparse.Namespace, folder: Path
+    backend: str,
+    store_url: str,
+    emulator: subprocess.Popen[bytes],
+    emulator_url: str,
+    args: argparse.Namespace,
+    folder: Path,
 ) -> dict[str, Any]:
     """Fill the store, start an adapter and the API in front of the emulator, measure."""
     with Store.open(store_url) as store:
@@ -297,20 +403,11 @@ def run_backend(
         )
     )
     with serving(app) as url:
-        figures = measure(
-            url,
-            emulator_url,
-            args.repeats,
-            args.heavy_repeats,
-            source,
-            backend,
-        )
+        figures = measure(url, emulator, emulator_url, args, backend)
     source.close()
     kube.close()
     buffered.close()
-    summary = figures.pop("_summary")
-    return {"loading": loading, "first_sync_s": round(sync_s, 1), "summary": summary,
-            "routes": figures}  # fmt: skip
+    return {"loading": loading, "first_sync_s": round(sync_s, 1), **figures}
 
 
 def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
@@ -319,12 +416,13 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
     summary = first["summary"]
     lines = [
         f"# Admin API latency ({args.nodes:,} nodes, {args.pods:,} pods, {args.decisions:,} "
-        "stored decisions)",
+        f"stored decisions){f' — {args.label}' if args.label else ''}",
         "",
-        f"Over HTTP (uvicorn, one keep-alive client), {args.repeats} calls per route after a "
-        f"warm-up ({args.heavy_repeats} for nodes and jobs); the emulator in its own process; the "
-        "adapter reads watch-fed caches and keeps the summary's counters from the watch events. "
-        "Goal: p99 < 100 ms. Produced by `benchmarks/api_latency.py`.",
+        f"Over HTTP (uvicorn, one keep-alive client, {CHANGING_PAUSE_S * 1000:g} ms between "
+        f"calls), {args.repeats} calls per route after a warm-up ({args.heavy_repeats} for the "
+        "routes over nodes, jobs and domains), every call while another client creates, binds "
+        "and deletes pods as fast as the emulator (its own process) takes them. Goal: every "
+        "route's p99 < 100 ms. Produced by `benchmarks/api_latency.py`.",
         "",
         f"The cluster as the summary saw it: {summary['nodes']:,} nodes, "
         f"{sum(summary['gpus_by_model'].values()):,.0f} GPUs "
@@ -332,28 +430,30 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
         f"{summary['jobs_running']:,} jobs running, {summary['jobs_pending']:,} pending "
         f"({summary['pods_pending']:,} pods), {summary['power_domains']} power domains.",
         "",
-        "| route | " + " | ".join(f"{b} p50 / p99 / max (ms)" for b in results) + " |",
-        "|---|" + "---:|" * len(results),
+        "| route | asked | " + " | ".join(f"{b} p50 / p99 / max (ms)" for b in results) + " |",
+        "|---|---|" + "---:|" * len(results),
     ]
-    for route in first["routes"]:
+    for key, figure in first["routes"].items():
         cells = [
-            f"{r['routes'][route]['p50_ms']:.1f} / {r['routes'][route]['p99_ms']:.1f} / "
-            f"{r['routes'][route]['max_ms']:.1f}"
+            f"{r['routes'][key]['p50_ms']:.1f} / {r['routes'][key]['p99_ms']:.1f} / "
+            f"{r['routes'][key]['max_ms']:.1f}"
             for r in results.values()
         ]
-        lines.append(f"| {route} | " + " | ".join(cells) + " |")
-    churn = [
-        f"{r['routes']['cluster summary, cluster changing']['changes']:,} pod changes "
-        f"({r['routes']['cluster summary, cluster changing']['changes_per_s']:g}/s, {b})"
-        for b, r in results.items()
-    ]
+        lines.append(f"| `{figure['route']}` | {figure['what']} | " + " | ".join(cells) + " |")
+    lines += ["", "| backend | pod changes (per s) | wall (s) | CPU s: API + clients / "
+              "emulator | load average (1 min) after | full GCs (longest ms) | first list + "
+              "watch (s) |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for backend, r in results.items():
+        lines.append(
+            f"| {backend} | {r['churn']['changes']:,} ({r['churn']['changes_per_s']:g}) | "
+            f"{r['wall_s']} | {r['cpu_s']['api_and_clients']} / {r['cpu_s']['emulator']} | "
+            f"{r['load_average_1m_after']} | {r.get('gc', {}).get('full_collections', '?')} "
+            f"({r.get('gc', {}).get('longest_ms', '?')}) | {r['first_sync_s']} |"
+        )
     lines += [
         "",
-        f"While the cluster changed, the other client made {', '.join(churn)}. "
-        "A fresh adapter took "
-        + ", ".join(f"{r['first_sync_s']} s ({b})" for b, r in results.items())
-        + " to list and watch the cluster before its first answer (`voltpack api` does this at "
-        "its start).",
+        "The machine has "
+        f"{os.cpu_count()} cores, shared with other work while this ran (see the load average).",
         "",
     ]
     return "\n".join(lines)
@@ -365,8 +465,10 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=50_000)
     parser.add_argument("--decisions", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=300)
-    parser.add_argument("--heavy-repeats", type=int, default=10)
+    parser.add_argument("--heavy-repeats", type=int, default=30)
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--label", default="", help="what was measured, e.g. 'before (main)'")
+    parser.add_argument("--output", default="api_latency", help="results/<output>.json, .md")
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="voltpack-api-bench-") as tmp:
@@ -382,16 +484,19 @@ def main() -> None:
                 print(f"{backend}: loading {args.decisions:,} decisions ...", flush=True)
                 if backend == "sqlite":
                     url = f"sqlite:///{folder / 'api.db'}"
-                    results[backend] = run_backend(backend, url, emulator_url, args, folder)
+                    results[backend] = run_backend(
+                        backend, url, process, emulator_url, args, folder
+                    )
                 else:
                     server = TemporaryPostgres()
                     server.start()
                     try:
                         url = server.create_database("api_bench")
-                        results[backend] = run_backend(backend, url, emulator_url, args, folder)
+                        results[backend] = run_backend(
+                            backend, url, process, emulator_url, args, folder
+                        )
                     finally:
                         server.close()
-                print(backend, results[backend]["routes"], flush=True)
         finally:
             process.terminate()
             process.wait(timeout=60)
@@ -401,10 +506,11 @@ def main() -> None:
         "decisions": args.decisions,
         "repeats": args.repeats,
         "heavy_repeats": args.heavy_repeats,
+        "label": args.label,
         "cluster": cluster,
         "results": results,
     }
-    save("api_latency", figures, markdown(results, args))
+    save(args.output, figures, markdown(results, args))
 
 
 if __name__ == "__main__":

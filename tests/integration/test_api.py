@@ -20,7 +20,8 @@ from tests.integration.conftest import operator_thread, pod_manifest, serving, w
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource, latest_reasons
+from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.admin_views import latest_reasons
 from voltpack.operator.binder import record_event
 from voltpack.operator.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
@@ -406,3 +407,55 @@ def test_node_and_job_lists_page_by_key(server: ApiServer, kube: client.ApiClien
         refused = server.get("/api/v1/nodes", params=bad)
         assert refused.status_code == 422
         assert refused.headers["content-type"].startswith("application/problem+json")
+
+
+def test_lists_page_with_continue_tokens_as_kubernetes_does(
+    server: ApiServer, kube: client.ApiClient
+) -> None:
+    whole = server.get("/api/v1/nodes")  # default limit 500: all four, no continuation
+    assert len(whole.json()) == 4 and "x-continue" not in whole.headers
+    assert whole.headers["x-remaining-item-count"] == "0"
+    seen: list[str] = []
+    params: dict[str, Any] = {"limit": 3}
+    remaining = []
+    while True:
+        answer = server.get("/api/v1/nodes", params=params)
+        assert answer.status_code == 200, answer.text
+        seen += [n["name"] for n in answer.json()]
+        remaining.append(int(answer.headers["x-remaining-item-count"]))
+        token = answer.headers.get("x-continue")
+        if token is None:
+            break
+        params = {"limit": 3, "continue": token}
+    assert seen == [n["name"] for n in whole.json()] and remaining == [1, 0]
+
+    core = client.CoreV1Api(kube)
+    for i in range(3):
+        core.create_namespaced_pod("default", pod_manifest(f"cont-{i}", gpus=64))
+    wait_for(lambda: len(server.get("/api/v1/jobs").json()) == 3, what="three jobs listed")
+    first = server.get("/api/v1/jobs", params={"limit": 2})
+    token = first.headers["x-continue"]
+    same = server.get("/api/v1/jobs", params={"limit": 2, "continue": token})
+    assert [j["name"] for j in same.json()] == ["cont-2"]
+    assert "x-inconsistent-continuation" not in same.headers
+    # the list changes between two pages: the next page is the list as it is now after the
+    # token's key, and says so (Kubernetes' "inconsistent continuation")
+    core.create_namespaced_pod("default", pod_manifest("cont-3", gpus=64))
+    wait_for(lambda: len(server.get("/api/v1/jobs").json()) == 4, what="four jobs listed")
+    changed = server.get("/api/v1/jobs", params={"limit": 2, "continue": token})
+    assert [j["name"] for j in changed.json()] == ["cont-2", "cont-3"]
+    assert changed.headers["x-inconsistent-continuation"] == "true"
+    assert int(changed.headers["x-list-revision"]) > int(first.headers["x-list-revision"])
+
+    nodes_token = server.get("/api/v1/nodes", params={"limit": 1}).headers["x-continue"]
+    for bad, field in (
+        ({"continue": "not-a-token"}, "not a token this API issued"),
+        ({"continue": nodes_token}, "a token of another list ('nodes')"),
+        ({"continue": token, "after": "default/cont-0"}, "give one of them"),
+    ):
+        refused = server.get("/api/v1/jobs", params=bad)
+        assert refused.status_code == 400, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert field in refused.json()["detail"]
+    assert server.get("/api/v1/jobs", params={"limit": 5001}).status_code == 422
+    assert server.get("/api/v1/jobs", params={"limit": 5000}).status_code == 200

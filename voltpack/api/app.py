@@ -16,6 +16,20 @@ from voltpack.api.caps import ManualCap, check_cap
 from voltpack.api.docs_page import install_docs_page
 from voltpack.api.forecasts import PowerForecastView, forecast_view
 from voltpack.api.limits import DEFAULT_MAX_BODY_BYTES, install_limits, principal_of
+from voltpack.api.paging import (
+    AFTER_TEXT,
+    CONTINUE_TEXT,
+    DEFAULT_LIMIT,
+    LIMIT_TEXT,
+    MAX_LIMIT,
+    MAX_TOKEN_CHARS,
+    NEXT_AFTER_HEADER,
+    Continuation,
+    ContinueTokenError,
+    ListPage,
+    send_page,
+    start_of,
+)
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import (
     SimulationQueueFullError,
@@ -49,8 +63,7 @@ from voltpack.store import AuditEntry, DecisionPage
 API_PREFIX = "/api/v1"
 MAX_PAGE = 1000
 PAGE_LIMIT = "at most this many items, sorted by key (default: all)"
-PAGE_AFTER = "only items whose key sorts after this one (the previous page's X-Next-After)"
-NEXT_AFTER_HEADER = "X-Next-After"
+PAGE_AFTER = AFTER_TEXT
 
 Item = TypeVar("Item")
 
@@ -248,28 +261,39 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         summary: ClusterSummary = read(deps.cluster.summary)
         return summary
 
+    def start_of_page(resource: str, token: str | None, after: str | None) -> Continuation:
+        try:
+            return start_of(resource, token, after)
+        except ContinueTokenError as exc:
+            raise ApiProblemError(400, "invalid-continue", "Invalid continue", str(exc)) from None
+
     @app.get(f"{API_PREFIX}/nodes", response_model=list[NodeView], tags=["cluster"])
     def nodes(
         _: Annotated[Principal, Depends(require("get"))],
         response: Response,
-        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=PAGE_LIMIT)] = None,
-        after: Annotated[str | None, Query(max_length=512, description=PAGE_AFTER)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description=LIMIT_TEXT)] = DEFAULT_LIMIT,
+        continue_: Annotated[
+            str | None,
+            Query(alias="continue", max_length=MAX_TOKEN_CHARS, description=CONTINUE_TEXT),
+        ] = None,
+        after: Annotated[str | None, Query(max_length=512, description=AFTER_TEXT)] = None,
     ) -> list[NodeView]:
-        """Nodes (by name) with their GPUs' health, allocation and power; all of them unless
-        `limit` is given, in which case `X-Next-After` names where the next page starts."""
-        found: list[NodeView] = read(deps.cluster.nodes)
-        return page_by_key(found, lambda n: n.name, limit, after, response)
+        """Nodes by name with their GPUs' health, allocation and power, a page at a time: while
+        more follow, `X-Continue` holds the token for the next page (see the API docs)."""
+        start = start_of_page("nodes", continue_, after)
+        page: ListPage[NodeView] = read(lambda: deps.cluster.node_page(start.after, limit))
+        send_page(response, "nodes", page, start)
+        return page.items
 
     @app.get(f"{API_PREFIX}/nodes/{{name}}", response_model=NodeView, tags=["cluster"])
     def node(name: str, _: Annotated[Principal, Depends(require("get"))]) -> NodeView:
         """One node."""
-        for item in read(deps.cluster.nodes):
-            if item.name == name:
-                found: NodeView = item
-                return found
-        raise ApiProblemError(
-            404, "not-found", "No such node", f"node {name!r} is not in the cluster"
-        )
+        found: NodeView | None = read(lambda: deps.cluster.node(name))
+        if found is None:
+            raise ApiProblemError(
+                404, "not-found", "No such node", f"node {name!r} is not in the cluster"
+            )
+        return found
 
     @app.get(f"{API_PREFIX}/jobs", response_model=list[JobView], tags=["workloads"])
     def jobs(
@@ -277,28 +301,34 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         response: Response,
         pending: Annotated[bool | None, Query(description="only pending (true) or not")] = None,
         queue: Annotated[str | None, Query(max_length=253)] = None,
-        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=PAGE_LIMIT)] = None,
-        after: Annotated[str | None, Query(max_length=512, description=PAGE_AFTER)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description=LIMIT_TEXT)] = DEFAULT_LIMIT,
+        continue_: Annotated[
+            str | None,
+            Query(alias="continue", max_length=MAX_TOKEN_CHARS, description=CONTINUE_TEXT),
+        ] = None,
+        after: Annotated[str | None, Query(max_length=512, description=AFTER_TEXT)] = None,
     ) -> list[JobView]:
-        """Jobs and pod groups (by namespace/name) with their placement, or why they are
-        pending; all of them unless `limit` is given (then `X-Next-After` names the next page)."""
-        found: list[JobView] = read(deps.cluster.jobs)
-        if pending is not None:
-            found = [j for j in found if (j.pending_reason is not None) == pending]
-        if queue is not None:
-            found = [j for j in found if j.queue == queue]
-        return page_by_key(found, lambda j: f"{j.namespace}/{j.name}", limit, after, response)
+        """Jobs and pod groups by namespace/name with their placement, or why they are pending,
+        a page at a time (`X-Continue`); with a filter a page may hold fewer than `limit` jobs
+        while more follow: read on while `X-Continue` is there."""
+        start = start_of_page("jobs", continue_, after)
+        page: ListPage[JobView] = read(
+            lambda: deps.cluster.job_page(start.after, limit, pending, queue)
+        )
+        send_page(response, "jobs", page, start)
+        return page.items
 
     @app.get(
         f"{API_PREFIX}/jobs/{{namespace}}/{{name}}", response_model=JobView, tags=["workloads"]
     )
     def job(namespace: str, name: str, _: Annotated[Principal, Depends(require("get"))]) -> JobView:
         """One job."""
-        for item in read(deps.cluster.jobs):
-            if item.namespace == namespace and item.name == name:
-                found: JobView = item
-                return found
-        raise ApiProblemError(404, "not-found", "No such job", f"job {namespace}/{name} is unknown")
+        found: JobView | None = read(lambda: deps.cluster.job(namespace, name))
+        if found is None:
+            raise ApiProblemError(
+                404, "not-found", "No such job", f"job {namespace}/{name} is unknown"
+            )
+        return found
 
     @app.get(f"{API_PREFIX}/queues", response_model=list[QueueView], tags=["workloads"])
     def queues(_: Annotated[Principal, Depends(require("get"))]) -> list[QueueView]:
@@ -397,7 +427,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         must lie between the sum of its GPUs' minimum power limits and its budget."""
         if body.cap_w is not None:
             cap_w = body.cap_w
-            read(lambda: check_cap(cap_w, deps.cluster.power_domains(), deps.cluster.nodes(), name))
+            read(lambda: check_cap(cap_w, deps.cluster.power_domains(), deps.cluster.node, name))
         try:
             view: PowerDomainView = read(lambda: deps.cluster.set_manual_cap(name, body.cap_w))
         except KeyError:

@@ -8,7 +8,7 @@ budget (a manual cap only ever lowers the budget the power loop keeps to).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,10 +46,13 @@ def gpu_floor_w(nodes: Iterable[NodeView]) -> float:
 
 
 def check_cap(
-    cap_w: float, domains: Iterable[PowerDomainView], nodes: Iterable[NodeView], name: str
+    cap_w: float,
+    domains: Iterable[PowerDomainView],
+    node_of: Callable[[str], NodeView | None],
+    name: str,
 ) -> None:
     """ApiProblemError 422 when `cap_w` is outside what domain `name` can honour; nothing
-    when the domain is unknown (the caller answers 404)."""
+    when the domain is unknown (the caller answers 404). `node_of` looks a member node up."""
     domain = next((d for d in domains if d.name == name), None)
     if domain is None:
         return
@@ -62,8 +65,8 @@ def check_cap(
             f"({domain.budget_w:g} W) and would cap nothing; give at most {domain.budget_w:g} "
             "W, or change the PowerBudget",
         )
-    members = set(domain.nodes)
-    floor_w = gpu_floor_w(n for n in nodes if n.name in members)
+    members = (node_of(member) for member in domain.nodes)
+    floor_w = gpu_floor_w(node for node in members if node is not None)
     if cap_w < floor_w:
         raise ApiProblemError(
             422,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from voltpack.api.paging import ListPage
 from voltpack.model.admin import (
     ClusterSummary,
     DryRunResult,
@@ -32,9 +33,24 @@ class ClusterSource(Protocol):
 
     def summary(self) -> ClusterSummary: ...
 
-    def nodes(self) -> list[NodeView]: ...
+    def node_page(self, after: str | None, limit: int) -> ListPage[NodeView]:
+        """Up to `limit` nodes whose name sorts after `after`, by name."""
+        ...
 
-    def jobs(self) -> list[JobView]: ...
+    def node(self, name: str) -> NodeView | None:
+        """One node (None: no such node)."""
+        ...
+
+    def job_page(
+        self, after: str | None, limit: int, pending: bool | None, queue: str | None
+    ) -> ListPage[JobView]:
+        """Up to `limit` jobs whose `namespace/name` sorts after `after`, only pending ones
+        (or only not pending ones) and one queue's when asked."""
+        ...
+
+    def job(self, namespace: str, name: str) -> JobView | None:
+        """One job (None: no such job)."""
+        ...
 
     def queues(self) -> list[QueueView]: ...
 
