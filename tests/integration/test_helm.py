@@ -275,6 +275,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
 CUSTOM_CALLS = {
     "list_cluster_custom_object": {"list", "watch"},
     "get_cluster_custom_object": {"get"},
+    "get_namespaced_custom_object": {"get"},
     "create_cluster_custom_object": {"create"},
     "patch_cluster_custom_object": {"patch"},
     "patch_namespaced_custom_object": {"patch"},
@@ -335,7 +336,7 @@ def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
                 used |= {("voltpack.io", resource + suffix, verb) for verb in CUSTOM_CALLS[call]}
             else:
                 unknown = re.match(
-                    r"(list|read|create|replace|patch|delete)_(namespaced|cluster)", call
+                    r"(list|read|get|create|replace|patch|delete)_(namespaced|cluster)", call
                 )
                 assert not unknown, f"{module}.{call}: unknown to this test; add it to CLIENT_CALLS"
     return used
