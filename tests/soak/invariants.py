@@ -80,7 +80,10 @@ class Violation:
 class Limits:
     grace_s: float = 6.0
     """One operator cycle (1 s) + 5 s to bind a gang whole or undo it."""
-    power_excursion_s: float = 8.0
+    power_excursion_s: float = 6.0
+    """The documented bound (actuation latency 2 s + one 1 s tick of the soak's policy) plus
+    the simulated telemetry's own delays: the agents' 2 s period and the view's 1 s poll, through
+    which an agent sees its GPUNode spec."""
     job_bound_s: float = 30.0
     rss_limit_mib: float = 2048.0
 
@@ -101,6 +104,10 @@ class Checker:
     over_since: dict[str, float] = field(default_factory=dict)
     power_longest_s: float = 0.0
     power_samples_over: int = 0
+    excursions: list[dict[str, Any]] = field(default_factory=list)
+    """Every stretch of samples over budget: domain, from/to (s), peak W, whether a fault was
+    on or within grace of it."""
+    peak_over: dict[str, float] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)
     checks: int = 0
 
@@ -240,9 +247,16 @@ class Checker:
         for domain, budget_w in budgets_w.items():
             power_w = domain_w.get(domain, 0.0)
             if power_w <= budget_w:
-                self.over_since.pop(domain, None)
+                since = self.over_since.pop(domain, None)
+                if since is not None and len(self.excursions) < 500:
+                    self.excursions.append({
+                        "domain": domain, "from_s": round(since, 1), "to_s": round(t, 1),
+                        "peak_w": round(self.peak_over.pop(domain, 0.0)), "budget_w": budget_w,
+                        "near_fault": self.faults.quiet_since() + self.limits.grace_s >= since,
+                    })  # fmt: skip
                 continue
             self.power_samples_over += 1
+            self.peak_over[domain] = max(self.peak_over.get(domain, 0.0), power_w)
             since = self.over_since.setdefault(domain, t)
             self.power_longest_s = max(self.power_longest_s, t - since)
             limit = max(since, self.faults.quiet_since()) + self.limits.power_excursion_s
@@ -277,5 +291,6 @@ class Checker:
             "longest_partial_gang_s": round(self.partial_longest_s, 2),
             "longest_power_excursion_s": round(self.power_longest_s, 2),
             "power_samples_over_budget": self.power_samples_over,
+            "power_excursions": self.excursions,
             "limits": asdict(self.limits),
         }
