@@ -84,6 +84,7 @@ class FaultProxy:
         self.stats = ProxyStats()
         self.share_before = 0.0
         self.share_after = 0.0
+        self.skip_first = 0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -99,10 +100,14 @@ class FaultProxy:
 
     # -- commands (any thread) ------------------------------------------------------------
 
-    def fail_bindings(self, share_before: float, share_after: float = 0.0) -> None:
-        """From now on, answer these shares of binding POSTs with 500 (0, 0: none)."""
+    def fail_bindings(
+        self, share_before: float, share_after: float = 0.0, *, skip_first: int = 0
+    ) -> None:
+        """From now on (after `skip_first` more bindings), answer these shares of binding POSTs
+        with 500 (0, 0: none)."""
         with self.lock:
             self.share_before, self.share_after = share_before, share_after
+            self.skip_first = skip_first
 
     def drop_watches(self) -> int:
         """Close every open watch stream; how many were open."""
@@ -198,6 +203,9 @@ class FaultProxy:
             with self.lock:
                 self.stats.bindings += 1
                 draw = self.random.random()
+                if self.skip_first > 0:
+                    self.skip_first -= 1
+                    draw = 1.0  # passes
                 if draw < self.share_before:
                     self.stats.bindings_failed_before += 1
                     return _status(
