@@ -54,7 +54,7 @@ from store_queries import JOBS, fill
 
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
-from voltpack.api.server import serving
+from voltpack.api.server import freeze_heap, serving
 from voltpack.api.store_history import StoreHistory
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
@@ -393,6 +393,7 @@ def run_backend(
         time.sleep(0.2)
         if source.watched_changes() != generation:
             quiet_since, generation = time.monotonic(), source.watched_changes()
+    freeze_heap()  # as `voltpack api` does once its caches are filled
     app = create_app(
         ApiDependencies(
             cluster=source,

@@ -475,6 +475,7 @@ def api(
 
     from voltpack.api.app import ApiDependencies, create_app
     from voltpack.api.auth import KubernetesAuth, StaticTokens
+    from voltpack.api.server import freeze_heap
     from voltpack.operator.admin_source import KubeAdminSource
     from voltpack.operator.connect import api_client
     from voltpack.operator.inference_admin import KubeInferenceSource
@@ -492,6 +493,7 @@ def api(
         client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
     )
     source.start()  # list and watch from now on: the first request finds the caches filled
+    freeze_heap()
     deps = ApiDependencies(
         cluster=source,
         policies=source,

@@ -251,6 +251,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
     "create_namespaced_pod": ("", "pods", {"create"}),
     "patch_namespaced_pod": ("", "pods", {"patch"}),
     "delete_namespaced_pod": ("", "pods", {"delete"}),
+    "read_namespaced_pod": ("", "pods", {"get"}),
     "create_namespaced_pod_binding": ("", "pods/binding", {"create"}),  # pods/<name>/binding
     "create_namespaced_binding": ("", "bindings", {"create"}),  # POST bindings: another grant
     "create_namespaced_event": ("", "events", {"create"}),
@@ -287,7 +288,7 @@ OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies", "inferenceservices"}
 OPERATOR_MODULES = [
     "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
     "job_history", "topology_view", "inference_services", "setup_problems", "dra_support",
-    "dra_writer",
+    "dra_writer", "gang_undo", "gang_recovery", "training_rounds",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.

@@ -8,7 +8,12 @@ import math
 import numpy as np
 
 from voltpack.model.resources import PowerBudgetSpec
-from voltpack.operator.power_objects import persisted_brake, resolve_domains, status_of
+from voltpack.operator.power_objects import (
+    longer_brake,
+    persisted_brake,
+    resolve_domains,
+    status_of,
+)
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import Telemetry
 from voltpack.power.domains import PowerDomain, PowerDomainTree
@@ -111,3 +116,17 @@ def test_an_invalid_budget_is_controlled_by_its_last_valid_spec() -> None:
     # never valid: left out, and reported
     domains = resolve_domains(PowerSpec(), [row, budget("rack", broken)], labels)
     assert "rack" not in domains.budgets and "rack" in domains.invalid
+
+
+def test_a_status_write_never_drops_a_brake_still_holding() -> None:
+    """Two leaders writing one PowerBudget's status (guarded by resourceVersion, merged on a
+    409): the brake that holds longer is kept while it holds, and dropped once it has ended."""
+    theirs = {"since": "2026-01-01T00:00:00Z", "holdUntil": "2026-01-01T00:01:00Z"}
+    ours = {"since": "2026-01-01T00:00:10Z", "holdUntil": "2026-01-01T00:00:30Z"}
+    start_s = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert longer_brake(None, theirs, start_s + 20) == theirs  # ours off, theirs holds
+    assert longer_brake(ours, theirs, start_s + 20) == theirs  # theirs holds longer
+    assert longer_brake(theirs, ours, start_s + 20) == theirs  # ours holds longer
+    assert longer_brake(None, theirs, start_s + 61) is None  # theirs has ended
+    assert longer_brake(ours, None, start_s + 20) == ours
+    assert longer_brake(None, {"since": "garbled"}, start_s) is None

@@ -106,6 +106,9 @@ def bind_gang(
             _bind(core, placement, rank, uids.get(placement.pod), written)
         except Exception as error:
             why = f"binding of {placement.pod} to {placement.node} failed: {api_message(error)}"
+            log.warning("gang of %d pods: %s", len(placements), why)
+            if len(placements) > 1 and _maybe_bound(core, placement.pod, uids.get(placement.pod)):
+                bound.append(placement)  # the answer was lost, not the binding
             if not bound:
                 return GangBindResult(_gang_failures(placements, placement.pod, why))
             cause = (
@@ -119,6 +122,19 @@ def bind_gang(
             return GangBindResult(_gang_failures(placements, placement.pod, why), tuple(undone))
         bound.append(placement)
     return GangBindResult()
+
+
+def _maybe_bound(core: CoreV1Api, key: str, uid: str | None) -> bool:
+    """Whether a pod whose binding failed may be bound all the same (an error can come after
+    the API server bound it: a lost answer, a proxy's 5xx): its node name read back, or True
+    when it cannot be read (fail closed: its gang is undone rather than left partly bound)."""
+    namespace, name = _split(key)
+    try:
+        pod = call_json(core.read_namespaced_pod, name, namespace)
+    except Exception as error:
+        return status_code(error) != 404
+    same = uid is None or pod["metadata"].get("uid") == uid
+    return same and bool((pod.get("spec") or {}).get("nodeName"))
 
 
 def _gang_failures(placements: Sequence[Placement], failed: str, why: str) -> dict[str, str]:

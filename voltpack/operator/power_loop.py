@@ -48,6 +48,7 @@ from voltpack.operator.power_objects import (
     high_priority_gpus,
     invalid_status,
     is_throughput_bound,
+    longer_brake,
     persisted_brake,
     resolve_domains,
     rfc3339,
@@ -57,6 +58,7 @@ from voltpack.operator.power_objects import (
     status_of,
     with_transition,
 )
+from voltpack.operator.status_writes import patch_status_guarded
 from voltpack.perf.gpu_power import power_model_for
 from voltpack.policies.power.ladder import ActionLadder, GpuSetting
 from voltpack.policies.schema import PowerSpec
@@ -526,20 +528,32 @@ class PowerLoop:
     ) -> None:
         if self.read_only:
             return
-        previous = budget.get("status") or {}
-        now = rfc3339(self.clock())
-        status = {
-            **status,
-            "conditions": [with_transition(condition, previous, now) for condition in conditions],
-        }
-        current = {key: previous.get(key) for key in status}
-        if current == status:
-            return
+
+        def status_for(current: dict[str, Any]) -> dict[str, Any] | None:
+            previous = current.get("status") or {}
+            now = rfc3339(self.clock())
+            written = {
+                **status,
+                "brake": longer_brake(status.get("brake"), previous.get("brake"), self.clock()),
+                "conditions": [with_transition(c, previous, now) for c in conditions],
+            }
+            if "brake" not in status and written["brake"] is None:
+                del written["brake"]
+            return None if {key: previous.get(key) for key in written} == written else written
+
         name = budget["metadata"]["name"]
         try:
-            updated = call_json(
-                self.custom.patch_cluster_custom_object_status,
-                API_GROUP, API_VERSION, "powerbudgets", name, {"status": status},
+            updated = patch_status_guarded(
+                lambda body: call_json(
+                    self.custom.patch_cluster_custom_object_status,
+                    API_GROUP, API_VERSION, "powerbudgets", name, body,
+                ),
+                lambda: call_json(
+                    self.custom.get_cluster_custom_object,
+                    API_GROUP, API_VERSION, "powerbudgets", name,
+                ),
+                budget,
+                status_for,
             )  # fmt: skip
         except Exception as error:
             log.warning(

@@ -411,6 +411,19 @@ def persisted_brake(budget: Mapping[str, Any]) -> tuple[float, float] | None:
     return since_s, hold_until_s if not math.isnan(hold_until_s) else since_s
 
 
+def longer_brake(
+    ours: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None, now_s: float
+) -> Mapping[str, Any] | None:
+    """The brake a status write persists: `ours`, unless the status already there (`theirs`,
+    perhaps another leader's) holds a brake past `now_s` and longer than ours; a write never
+    drops a brake still holding (fail closed)."""
+    their_hold_s = epoch_s((theirs or {}).get("holdUntil"))
+    if theirs is None or math.isnan(their_hold_s) or their_hold_s <= now_s:
+        return ours
+    our_hold_s = epoch_s((ours or {}).get("holdUntil"))
+    return theirs if ours is None or math.isnan(our_hold_s) or their_hold_s > our_hold_s else ours
+
+
 def invalid_status() -> dict[str, Any]:
     return {"powerW": None, "worstCaseW": None, "level": None,
             "lockedGpus": 0, "cappedGpus": 0, "staleGpus": 0}  # fmt: skip
