@@ -222,29 +222,31 @@ def running_control_plane(
             processes.stop()
 
 
-def _start(
-    binaries: Path, workdir: Path, processes: _Processes, *, kwok: bool, extra: tuple[str, ...]
-) -> ControlPlane:
-    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
-    etcd_url = f"http://127.0.0.1:{etcd_port}"
-    peer_url = f"http://127.0.0.1:{peer_port}"
-    processes.start("etcd", [
-        str(binaries / "etcd"), "--name", "voltpack-test", "--data-dir", str(workdir / "etcd"),
+def etcd_command(
+    binaries: Path, workdir: Path, etcd_url: str, peer_url: str, name: str
+) -> list[str]:
+    """etcd serving `etcd_url` from `workdir/etcd`, one member, no fsync (tests only)."""
+    return [
+        str(binaries / "etcd"), "--name", name, "--data-dir", str(workdir / "etcd"),
         "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
         "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-        "--initial-cluster", f"voltpack-test={peer_url}", "--listen-metrics-urls", "",
+        "--initial-cluster", f"{name}={peer_url}", "--listen-metrics-urls", "",
         "--unsafe-no-fsync", "--log-level", "warn",
-    ])  # fmt: skip
-    _wait("etcd", processes, lambda: _etcd_health(etcd_url), START_TIMEOUT_S)
+    ]  # fmt: skip
 
-    token = secrets.token_hex(16)
-    tokens = workdir / "tokens.csv"
-    tokens.write_text(f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
-    sa_key = workdir / "service-account.key"
-    _service_account_key(sa_key)
-    cert_dir = workdir / "certs"
-    url = f"https://127.0.0.1:{api_port}"
-    processes.start("kube-apiserver", [
+
+def apiserver_command(
+    binaries: Path,
+    etcd_url: str,
+    api_port: int,
+    cert_dir: Path,
+    tokens: Path,
+    sa_key: Path,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """kube-apiserver on loopback `api_port` over `etcd_url`: static tokens, RBAC, service
+    account tokens signed with `sa_key`; `extra` flags last (they win)."""
+    return [
         str(binaries / "kube-apiserver"),
         "--etcd-servers", etcd_url,
         "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
@@ -260,7 +262,29 @@ def _start(
         # open watches (e.g. of an operator being stopped) would hold shutdown for a minute
         "--shutdown-watch-termination-grace-period=2s",
         *extra,
-    ])  # fmt: skip
+    ]  # fmt: skip
+
+
+def _start(
+    binaries: Path, workdir: Path, processes: _Processes, *, kwok: bool, extra: tuple[str, ...]
+) -> ControlPlane:
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    peer_url = f"http://127.0.0.1:{peer_port}"
+    processes.start("etcd", etcd_command(binaries, workdir, etcd_url, peer_url, "voltpack-test"))
+    _wait("etcd", processes, lambda: _etcd_health(etcd_url), START_TIMEOUT_S)
+
+    token = secrets.token_hex(16)
+    tokens = workdir / "tokens.csv"
+    tokens.write_text(f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+    sa_key = workdir / "service-account.key"
+    _service_account_key(sa_key)
+    cert_dir = workdir / "certs"
+    url = f"https://127.0.0.1:{api_port}"
+    processes.start(
+        "kube-apiserver",
+        apiserver_command(binaries, etcd_url, api_port, cert_dir, tokens, sa_key, extra),
+    )
     ca_file = cert_dir / "apiserver.crt"
     _wait(
         "kube-apiserver /readyz", processes, lambda: _readyz(url, token, ca_file), START_TIMEOUT_S

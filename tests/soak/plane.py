@@ -34,7 +34,9 @@ from tests.k8s_control_plane import (
     _ok,
     _readyz,
     _service_account_key,
+    apiserver_command,
     bin_dir,
+    etcd_command,
     free_port,
     missing_binaries,
 )
@@ -91,13 +93,11 @@ class RestartablePlane:
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
-        self.etcd = _Process("etcd", [
-            str(binaries / "etcd"), "--name", "voltpack-soak", "--data-dir", str(workdir / "etcd"),
-            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
-            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-            "--initial-cluster", f"voltpack-soak={peer_url}", "--listen-metrics-urls", "",
-            "--unsafe-no-fsync", "--log-level", "warn",
-        ], workdir / "etcd.log")  # fmt: skip
+        self.etcd = _Process(
+            "etcd",
+            etcd_command(binaries, workdir, self.etcd_url, peer_url, "voltpack-soak"),
+            workdir / "etcd.log",
+        )
         self.token = secrets.token_hex(16)
         tokens = workdir / "tokens.csv"
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
@@ -106,21 +106,14 @@ class RestartablePlane:
         cert_dir = workdir / "certs"
         self.url = f"https://127.0.0.1:{api_port}"
         self.ca_file = cert_dir / "apiserver.crt"
-        self.apiserver = _Process("kube-apiserver", [
-            str(binaries / "kube-apiserver"),
-            "--etcd-servers", self.etcd_url,
-            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-            "--secure-port", str(api_port), "--cert-dir", str(cert_dir),
-            "--token-auth-file", str(tokens), "--authorization-mode", "RBAC",
-            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-            "--service-account-key-file", str(sa_key),
-            "--service-account-signing-key-file", str(sa_key),
-            "--service-cluster-ip-range", "10.0.0.0/24",
-            "--disable-admission-plugins", f"ServiceAccount,{NO_NODE_TAINTS}",
-            "--profiling=false",
-            "--shutdown-watch-termination-grace-period=2s",
-            *extra,
-        ], workdir / "kube-apiserver.log")  # fmt: skip
+        self.apiserver = _Process(
+            "kube-apiserver",
+            apiserver_command(
+                binaries, self.etcd_url, api_port, cert_dir, tokens, sa_key,
+                ("--disable-admission-plugins", f"ServiceAccount,{NO_NODE_TAINTS}", *extra),
+            ),
+            workdir / "kube-apiserver.log",
+        )  # fmt: skip
         self.kubeconfig = workdir / "kubeconfig"
         self.kwok_port = free_port()
         self.kwok = (
