@@ -252,10 +252,15 @@ class Churn:
             )
 
 
+POLICY_TEXT = example_policy_path("fgd").read_text()
+"""The policy the dry-run and validate routes are sent (the one the API serves, too)."""
+
+
 def routes(
     http: httpx.Client, nodes: int, pods: int, rng: random.Random
-) -> list[tuple[str, str, Callable[[int], httpx.Response], bool]]:
-    """(route, what is asked, the call, whether it is a list route over the whole cluster)."""
+) -> list[tuple[str, str, Callable[[int], httpx.Response], str]]:
+    """(route, what is asked, the call, its kind: `light`, `list` (over nodes, jobs or
+    domains) or `cycle` (a scheduling cycle over the whole cluster))."""
     middle = f"gpu-{nodes // 2:05d}"
     gangs = max((pods - nodes * (GPUS_PER_NODE + 1)) // GANG, 0)
 
@@ -268,31 +273,31 @@ def routes(
         else (lambda _: http.get(f"/api/v1/jobs/default/cpu-{rng.randrange(nodes):05d}"))
     )
     return [
-        ("GET /cluster", "the summary", get("/api/v1/cluster"), False),
-        ("GET /nodes", "first page, limit=500", get("/api/v1/nodes", limit=500), True),
+        ("GET /cluster", "the summary", get("/api/v1/cluster"), "light"),
+        ("GET /nodes", "first page, limit=500", get("/api/v1/nodes", limit=500), "list"),
         (
             "GET /nodes",
             f"a page from the middle (after={middle}), limit=500",
             get("/api/v1/nodes", limit=500, after=middle),
-            True,
+            "list",
         ),
         (
             "GET /nodes/{name}",
             "a random node",
             lambda _: http.get(f"/api/v1/nodes/gpu-{rng.randrange(nodes):05d}"),
-            True,
+            "list",
         ),
-        ("GET /jobs", "first page, limit=500", get("/api/v1/jobs", limit=500), True),
+        ("GET /jobs", "first page, limit=500", get("/api/v1/jobs", limit=500), "list"),
         (
             "GET /jobs",
             "pending only, limit=500",
             get("/api/v1/jobs", pending="true", limit=500),
-            True,
+            "list",
         ),
-        ("GET /jobs/{ns}/{name}", "a random pod group", one_job, True),
-        ("GET /queues", "every queue", get("/api/v1/queues"), False),
-        ("GET /power/domains", "every domain", get("/api/v1/power/domains"), True),
-        ("GET /decisions", "newest page, limit=50", get("/api/v1/decisions", limit=50), False),
+        ("GET /jobs/{ns}/{name}", "a random pod group", one_job, "list"),
+        ("GET /queues", "every queue", get("/api/v1/queues"), "light"),
+        ("GET /power/domains", "every domain", get("/api/v1/power/domains"), "list"),
+        ("GET /decisions", "newest page, limit=50", get("/api/v1/decisions", limit=50), "light"),
         (
             "GET /decisions",
             "one job's, limit=50",
@@ -300,10 +305,22 @@ def routes(
                 "/api/v1/decisions",
                 params={"limit": 50, "job": f"default/job-{rng.randrange(JOBS)}"},
             ),
-            False,
+            "light",
         ),
-        ("GET /audit", "newest 100", get("/api/v1/audit", limit=100), False),
-        ("GET /policy", "the active policy", get("/api/v1/policy"), False),
+        ("GET /audit", "newest 100", get("/api/v1/audit", limit=100), "light"),
+        ("GET /policy", "the active policy", get("/api/v1/policy"), "light"),
+        (
+            "POST /policy/validate",
+            "the shipped fgd policy",
+            lambda _: http.post("/api/v1/policy/validate", json={"text": POLICY_TEXT}),
+            "light",
+        ),
+        (
+            "POST /policy/dry-run",
+            "the shipped fgd policy, one scheduling cycle over the cluster",
+            lambda _: http.post("/api/v1/policy/dry-run", json={"text": POLICY_TEXT}),
+            "cycle",
+        ),
     ]
 
 
@@ -326,8 +343,10 @@ def measure(
         Churn(emulator_url, f"churn-{name}", args.nodes) as churn,
         GcPauses() as collections,
     ):
-        for route, what, call, heavy in routes(http, args.nodes, args.pods, rng):
-            repeats = args.heavy_repeats if heavy else args.repeats
+        for route, what, call, kind in routes(http, args.nodes, args.pods, rng):
+            repeats = {"light": args.repeats, "list": args.heavy_repeats}.get(
+                kind, args.cycle_repeats
+            )
             figure = timed(call, repeats, pause_s=CHANGING_PAUSE_S)
             figures[f"{route}: {what}"] = {"route": route, "what": what, **figure}
             print(f"  {route} ({what}): {figure}", flush=True)
@@ -379,7 +398,7 @@ def run_backend(
         loading = fill(store, args.decisions)
     buffered = BufferedStore.open(store_url)
     tokens_file = folder / "tokens.csv"
-    tokens_file.write_text(f"{TOKEN},bench,viewer\n")
+    tokens_file.write_text(f"{TOKEN},bench,operator\n")  # get, dryrun, simulate
     tokens = StaticTokens.from_file(tokens_file)
     kube = client.ApiClient(client.Configuration(host=emulator_url))
     path = example_policy_path("fgd")
@@ -421,9 +440,10 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
         "",
         f"Over HTTP (uvicorn, one keep-alive client, {CHANGING_PAUSE_S * 1000:g} ms between "
         f"calls), {args.repeats} calls per route after a warm-up ({args.heavy_repeats} for the "
-        "routes over nodes, jobs and domains), every call while another client creates, binds "
-        "and deletes pods as fast as the emulator (its own process) takes them. Goal: every "
-        "route's p99 < 100 ms. Produced by `benchmarks/api_latency.py`.",
+        f"routes over nodes, jobs and domains, {args.cycle_repeats} for the dry run), every call "
+        "while another client creates, binds and deletes pods as fast as the emulator (its own "
+        "process) takes them. Goal: every route's p99 < 100 ms. Produced by "
+        "`benchmarks/api_latency.py`.",
         "",
         f"The cluster as the summary saw it: {summary['nodes']:,} nodes, "
         f"{sum(summary['gpus_by_model'].values()):,.0f} GPUs "
@@ -467,6 +487,9 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--heavy-repeats", type=int, default=30)
+    parser.add_argument(
+        "--cycle-repeats", type=int, default=5, help="calls of the dry run (a whole cycle each)"
+    )
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--label", default="", help="what was measured, e.g. 'before (main)'")
     parser.add_argument("--output", default="api_latency", help="results/<output>.json, .md")
@@ -507,6 +530,7 @@ def main() -> None:
         "decisions": args.decisions,
         "repeats": args.repeats,
         "heavy_repeats": args.heavy_repeats,
+        "cycle_repeats": args.cycle_repeats,
         "label": args.label,
         "cluster": cluster,
         "results": results,
