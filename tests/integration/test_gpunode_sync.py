@@ -23,6 +23,24 @@ def gpunode(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     )
 
 
+def agent_of_node_n(
+    custom: client.CustomObjectsApi, extensions: client.ApiextensionsV1Api
+) -> tuple[SimulatedBackend, GpuNodeSync]:
+    """The CRDs installed and an agent of node `n` (two H100s) that has published once."""
+    install_crds(extensions)
+    backend = SimulatedBackend("H100-SXM", 2, node_name="n")
+    sync = GpuNodeSync(custom, "n", backend)
+    sync.reconcile_once()
+    return backend, sync
+
+
+def ask_node_n(custom: client.CustomObjectsApi, gpus: list[dict[str, Any]]) -> None:
+    """The settings the operator asks of node `n`'s GPUs (its GPUNode's `spec.gpus`)."""
+    custom.patch_cluster_custom_object(
+        "voltpack.io", "v1alpha1", "gpunodes", "n", {"spec": {"gpus": gpus}}
+    )
+
+
 def test_status_reports_the_gpus_and_the_spec_is_applied(
     emulator: RunningEmulator,
     custom: client.CustomObjectsApi,
@@ -79,14 +97,8 @@ def test_a_refused_setting_is_reported_not_raised(
     custom: client.CustomObjectsApi,
     extensions: client.ApiextensionsV1Api,
 ) -> None:
-    install_crds(extensions)
-    backend = SimulatedBackend("H100-SXM", 2, node_name="n")
-    sync = GpuNodeSync(custom, "n", backend)
-    sync.reconcile_once()
-    custom.patch_cluster_custom_object(
-        "voltpack.io", "v1alpha1", "gpunodes", "n",
-        {"spec": {"gpus": [{"index": 0, "powerLimitW": 5000}]}},
-    )  # fmt: skip
+    backend, sync = agent_of_node_n(custom, extensions)
+    ask_node_n(custom, [{"index": 0, "powerLimitW": 5000}])  # fmt: skip
     results = sync.reconcile_once()
     assert [r.ok for r in results] == [False]
     applied = {c["type"]: c for c in gpunode(custom, "n")["status"]["conditions"]}
@@ -115,23 +127,14 @@ def test_a_spec_the_agent_cannot_read_keeps_the_limits_it_applied(
     custom: client.CustomObjectsApi,
     extensions: client.ApiextensionsV1Api,
 ) -> None:
-    install_crds(extensions)
-    backend = SimulatedBackend("H100-SXM", 2, node_name="n")
-    sync = GpuNodeSync(custom, "n", backend)
-    sync.reconcile_once()
-    custom.patch_cluster_custom_object(
-        "voltpack.io", "v1alpha1", "gpunodes", "n",
-        {"spec": {"gpus": [{"index": 0, "powerLimitW": 200},
-                           {"index": 1, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}}]}},
-    )  # fmt: skip
+    backend, sync = agent_of_node_n(custom, extensions)
+    ask_node_n(custom, [{"index": 0, "powerLimitW": 200},
+                       {"index": 1, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}}])  # fmt: skip
     sync.reconcile_once()
     assert backend.sample(0).power_limit_w == 200
     newer_gpunode_crd(extensions)
-    custom.patch_cluster_custom_object(
-        "voltpack.io", "v1alpha1", "gpunodes", "n",
-        {"spec": {"gpus": [{"index": 0, "powerLimitW": 200, "powerProfile": "max-q"},
-                           {"index": 1, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}}]}},
-    )  # fmt: skip
+    ask_node_n(custom, [{"index": 0, "powerLimitW": 200, "powerProfile": "max-q"},
+                       {"index": 1, "lockedClocks": {"minMhz": 900, "maxMhz": 1400}}])  # fmt: skip
     assert gpunode(custom, "n")["spec"]["gpus"][0]["powerProfile"] == "max-q"
     for _ in range(2):  # never reset: not on the first pass, not on the next
         assert sync.reconcile_once() == []
@@ -143,10 +146,7 @@ def test_a_spec_the_agent_cannot_read_keeps_the_limits_it_applied(
     assert "spec.gpus.0.powerProfile" in applied["message"]
     assert "kept" in applied["message"]
     # a spec it can read again is applied again
-    custom.patch_cluster_custom_object(
-        "voltpack.io", "v1alpha1", "gpunodes", "n",
-        {"spec": {"gpus": [{"index": 0, "powerLimitW": 300}]}},
-    )  # fmt: skip
+    ask_node_n(custom, [{"index": 0, "powerLimitW": 300}])  # fmt: skip
     sync.reconcile_once()
     assert backend.sample(0).power_limit_w == 300
     applied = {c["type"]: c for c in gpunode(custom, "n")["status"]["conditions"]}

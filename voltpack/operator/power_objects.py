@@ -355,9 +355,10 @@ def budget_condition(report: DomainReport) -> dict[str, str]:
 
 
 def with_transition(
-    condition: dict[str, str], previous: Mapping[str, Any], now: str
+    condition: Mapping[str, Any], previous: Mapping[str, Any], now: str
 ) -> dict[str, Any]:
-    """`condition` (type `BudgetRespected` unless it names one) with its transition time."""
+    """`condition` (type `BudgetRespected` unless it names one) with its transition time: kept
+    from the same condition in `previous` status while its status is unchanged, else `now`."""
     kind = condition.get("type", BUDGET_CONDITION)
     conditions: list[dict[str, Any]] = previous.get("conditions") or []
     old = next((c for c in conditions if c.get("type") == kind), {})

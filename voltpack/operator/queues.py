@@ -35,7 +35,7 @@ from voltpack.operator.conventions import (
 )
 from voltpack.operator.jobs import owning_job
 from voltpack.operator.kube import api_message, call_json, status_code
-from voltpack.operator.power_objects import rfc3339
+from voltpack.operator.power_objects import rfc3339, with_transition
 from voltpack.operator.status_writes import patch_status_guarded
 from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.scheduler.preemption import Eviction, RunningGang
@@ -243,13 +243,7 @@ class QueueWriter:
 
         def status_for(current: dict[str, Any]) -> dict[str, Any] | None:
             previous = current.get("status") or {}
-            before = {c.get("type"): c for c in previous.get("conditions") or []}
-            written = []
-            for condition in conditions:
-                old = before.get(condition["type"], {})
-                same = old.get("status") == condition["status"]
-                moment = (same and old.get("lastTransitionTime")) or now
-                written.append({**condition, "lastTransitionTime": moment})
+            written = [with_transition(c, previous, now) for c in conditions]
             wanted = {**status, "conditions": written}
             return None if {key: previous.get(key) for key in wanted} == wanted else wanted
 
