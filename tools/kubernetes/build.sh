@@ -36,5 +36,5 @@ GOFLAGS=-buildvcs=false GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs
 
 "$out/kube-apiserver" --version
 "$out/kube-scheduler" --version
-"$out/etcd" --version | head -1
+"$out/etcd" --version | sed -n 1p  # sed reads to the end: head -1 may close the pipe early (SIGPIPE, 141 under pipefail)
 "$out/kwok" --version
