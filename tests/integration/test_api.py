@@ -16,6 +16,7 @@ import httpx
 import pytest
 from kubernetes import client
 
+from tests.dry_runs import finished_dry_run
 from tests.integration.conftest import operator_thread, pod_manifest, serving, wait_for
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
@@ -122,7 +123,7 @@ def test_roles_allow_exactly_their_verbs(server: ApiServer) -> None:
     policy_text = example_policy_path("best-fit").read_text()
     mutations = {
         ("POST", "/api/v1/policy/validate", "dryrun"): {"text": policy_text},
-        ("POST", "/api/v1/policy/dry-run", "dryrun"): {"text": policy_text},
+        ("POST", "/api/v1/policy/dry-runs", "dryrun"): {"text": policy_text},
         ("POST", "/api/v1/simulations", "simulate"): {"trace": SMALL_TRACE, "cluster": "2:2:2"},
         ("PUT", "/api/v1/policy", "apply"): {"text": policy_text},
         ("POST", "/api/v1/power/domains/row-1/cap", "cap"): {"cap_w": 1000},
@@ -189,12 +190,12 @@ def test_jobs_show_placement_and_why_a_gang_waits(
 def test_dry_run_plans_without_binding_anything(server: ApiServer, kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod("default", pod_manifest("solo", gpus=4))
-    answer = server.send(
-        "POST", "/api/v1/policy/dry-run", "operator",
-        {"text": example_policy_path("best-fit").read_text()},
-    )  # fmt: skip
-    assert answer.status_code == 200, answer.text
-    result = answer.json()
+    view = finished_dry_run(
+        server.url, _auth("operator"), example_policy_path("best-fit").read_text()
+    )
+    assert view["status"] == "done" and view["user"] == "operator-user", view
+    assert view["started_at_s"] <= view["finished_at_s"]
+    result = view["result"]
     assert result["binds"] == 1 and result["policy"] == "best-fit"
     assert result["changes"][0]["action"] == "bind"
     assert result["changes"][0]["subject"] == "default/solo"
@@ -349,9 +350,9 @@ def test_a_dry_run_shows_the_gpus_a_power_policy_would_cap_and_writes_nothing(
     }
     custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "powerbudgets", budget)
     text = example_policy_path("fgd-power-polca").read_text()
-    answer = server.send("POST", "/api/v1/policy/dry-run", "operator", {"text": text})
-    assert answer.status_code == 200, answer.text
-    caps = [c for c in answer.json()["changes"] if c["action"] == "cap"]
+    view = finished_dry_run(server.url, _auth("operator"), text)
+    assert view["status"] == "done", view
+    caps = [c for c in view["result"]["changes"] if c["action"] == "cap"]
     assert caps and all(c["subject"].startswith("gpu-a100-0/gpu") for c in caps)
     after = custom.get_cluster_custom_object("voltpack.io", "v1alpha1", "gpunodes", "gpu-a100-0")
     assert not (after.get("spec") or {}).get("gpus")  # nothing written

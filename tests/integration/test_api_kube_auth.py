@@ -65,7 +65,7 @@ def test_rbac_in_the_cluster_decides_who_may_do_what(url: str) -> None:
     text = example_policy_path("best-fit").read_text()
     routes = {
         "get": ("GET", "/api/v1/cluster", None),
-        "dryrun": ("POST", "/api/v1/policy/dry-run", {"text": text}),
+        "dryrun": ("POST", "/api/v1/policy/dry-runs", {"text": text}),
         "apply": ("PUT", "/api/v1/policy", {"text": text}),
         "cap": ("POST", "/api/v1/power/domains/none/cap", {"cap_w": 100}),
     }

@@ -1,6 +1,7 @@
 """The admin API bounds what a request may cost: bodies over the limit get 413 unread (declared
 or streamed), authentication comes before any body is read, caps are strictly typed and within
-what the domain can honour, hostile YAML gets a short error, and simulations are bounded.
+what the domain can honour, hostile YAML gets a short error, and simulations and dry runs
+are bounded.
 
 Requests that must not be read are sent over a raw socket, so the test sees exactly how much of
 a body the server took before it answered.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,14 +25,17 @@ import pytest
 from kubernetes import client
 
 from tests import hostile_yaml
+from tests.dry_runs import finished_dry_run
 from tests.integration.conftest import serving, wait_for
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
+from voltpack.api.dry_runs import DryRunRunner
 from voltpack.api.simulations import SimulationRunner
 from voltpack.emulator import RunningEmulator
+from voltpack.model.admin import DryRunResult
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
-from voltpack.policies.schema import example_policy_path, load_policy
+from voltpack.policies.schema import PolicyFile, example_policy_path, load_policy, parse_policy
 
 ADMIN = "limits-admin-token"
 LIMIT = 256 * 1024
@@ -42,6 +47,9 @@ SMALL_TRACE = "physical_cluster/small_test.trace"
 class Api:
     url: str
     runner: SimulationRunner
+    dry_runs: DryRunRunner
+    source: KubeAdminSource
+    emulator: RunningEmulator
 
     def send(self, method: str, path: str, body: Any, token: str | None = ADMIN) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -59,17 +67,20 @@ def api(emulator: RunningEmulator, tmp_path: Path) -> Iterator[Api]:
     path = example_policy_path("fgd")
     source = KubeAdminSource(kube, load_policy(path), path.read_text())
     runner = SimulationRunner(max_active=2, max_finished=3)
+    dry_runs = DryRunRunner(max_active=1, max_finished=2)
     deps = ApiDependencies(
         cluster=source,
         policies=source,
         authenticator=tokens,
         authorizer=tokens,
         simulations=runner,
+        dry_runs=dry_runs,
         max_body_bytes=LIMIT,
     )
     with serving(create_app(deps)) as url:
-        yield Api(url, runner)
+        yield Api(url, runner, dry_runs, source, emulator)
     runner.shutdown()
+    dry_runs.shutdown()
     source.close()
     kube.close()
 
@@ -241,3 +252,61 @@ def test_simulations_beyond_the_bound_get_429_and_finished_ones_are_forgotten(ap
     wait_for(lambda: status(ids[-1]).json()["status"] == "done", timeout_s=60, what="the last")
     kept = [run_id for run_id in ids if status(run_id).status_code == 200]
     assert kept == ids[-3:], (kept, ids)  # the three newest finished runs; older ones forgotten
+
+
+class HeldCluster:
+    """The API's own cluster source, whose dry runs wait until the test lets them go: a run
+    that is still running when the next one is submitted, whatever the machine's speed."""
+
+    def __init__(self, source: KubeAdminSource) -> None:
+        self.source = source
+        self.go = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.source, name)
+
+    def dry_run(self, policy: PolicyFile) -> DryRunResult:
+        assert self.go.wait(60)
+        return self.source.dry_run(policy)
+
+
+def test_dry_runs_are_polled_bounded_and_forgotten(api: Api) -> None:
+    text = example_policy_path("best-fit").read_text()
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    first = finished_dry_run(api.url, auth, text)
+    assert first["status"] == "done" and first["result"]["policy"] == "best-fit", first
+    unknown = api.send("GET", "/api/v1/policy/dry-runs/nope", None)
+    assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
+    bad = api.send("POST", "/api/v1/policy/dry-runs", {"text": "spec: {scoring: 1}"})
+    assert bad.status_code == 422, bad.text  # refused at once, nothing queued
+
+    held = HeldCluster(api.source)
+    running = api.dry_runs.submit(held, parse_policy(text, "test"), "ada")  # the one slot
+    refused = api.send("POST", "/api/v1/policy/dry-runs", {"text": text})
+    assert refused.status_code == 429, refused.text
+    assert int(refused.headers["retry-after"]) > 0 and "queued or running" in refused.text
+    polled = api.send("GET", f"/api/v1/policy/dry-runs/{running.id}", None).json()
+    assert polled["status"] in ("queued", "running") and polled["result"] is None
+    held.go.set()
+    wait_for(lambda: running.status == "done", timeout_s=60, what="the held dry run")
+    ids = [first["id"], running.id]
+    for _ in range(2):  # room again; the oldest finished runs are forgotten beyond two
+        ids.append(finished_dry_run(api.url, auth, text)["id"])
+    kept = [
+        i for i in ids if api.send("GET", f"/api/v1/policy/dry-runs/{i}", None).status_code == 200
+    ]
+    assert kept == ids[-2:], (kept, ids)
+
+
+def test_a_dry_run_with_the_cluster_gone_fails_saying_so(api: Api) -> None:
+    text = example_policy_path("best-fit").read_text()
+    assert api.send("GET", "/api/v1/cluster", None).status_code == 200  # caches filled
+    api.emulator.stop()
+    wait_for(
+        lambda: api.send("GET", "/api/v1/cluster", None).status_code == 503,
+        timeout_s=120,
+        what="the caches stale",
+    )
+    view = finished_dry_run(api.url, {"Authorization": f"Bearer {ADMIN}"}, text)
+    assert view["status"] == "failed" and view["result"] is None, view
+    assert view["error"].startswith("cluster unavailable"), view

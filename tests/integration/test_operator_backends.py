@@ -561,7 +561,7 @@ def test_the_admin_api_asks_the_cluster_who_may_do_what(
     text = path.read_text()
     routes = {
         "get": ("GET", "/api/v1/cluster", None),
-        "dryrun": ("POST", "/api/v1/policy/dry-run", {"text": text}),
+        "dryrun": ("POST", "/api/v1/policy/dry-runs", {"text": text}),
         "apply": ("PUT", "/api/v1/policy", {"text": text}),
     }
     allowed = {"viewer": {"get"}, "operator": {"get", "dryrun"}, "admin": set(routes)}

@@ -40,6 +40,7 @@ import pytest
 import yaml
 from kubernetes import client, utils
 
+from tests.dry_runs import finished_dry_run
 from tests.integration.conftest import wait_for
 from tests.integration.services import missing_service
 from tests.integration.test_helm import helm_binary
@@ -592,7 +593,9 @@ def run_scenario(
             assert call("viola", "GET", path) == 200, path
             assert call("mallory", "GET", path) == 403, path
         assert call("forger", "GET", "/api/v1/cluster") == 401  # TokenReview: not authenticated
-        assert call("alice", "POST", "/api/v1/policy/dry-run", {"text": text}) == 200
+        dry_run = finished_dry_run(url, {"Authorization": f"Bearer {people['alice']}"}, text)
+        assert dry_run["status"] == "done", dry_run  # read through the chart's RBAC
+        assert call("viola", "POST", "/api/v1/policy/dry-runs", {"text": text}) == 403
         assert call("viola", "PUT", "/api/v1/policy", {"text": text}) == 403
         assert call("alice", "PUT", "/api/v1/policy", {"text": text}) == 200  # creates
         assert call("alice", "PUT", "/api/v1/policy", {"text": POLICY}) == 200  # updates

@@ -11,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack import __version__
 from voltpack.api.auth import Authenticator, Authorizer, AuthUnavailableError, Principal, Verb
+from voltpack.api.background import RunQueueFullError
 from voltpack.api.bearer import authenticate_bearer
 from voltpack.api.caps import ManualCap, check_cap
 from voltpack.api.docs_page import install_docs_page
+from voltpack.api.dry_runs import DryRun, DryRunRunner
 from voltpack.api.forecasts import PowerForecastView, forecast_view
 from voltpack.api.limits import DEFAULT_MAX_BODY_BYTES, install_limits, principal_of
 from voltpack.api.paging import (
@@ -32,7 +34,6 @@ from voltpack.api.paging import (
 )
 from voltpack.api.problems import ApiProblemError, Problem, install_problem_handlers
 from voltpack.api.simulations import (
-    SimulationQueueFullError,
     SimulationRequest,
     SimulationRunner,
 )
@@ -49,7 +50,7 @@ from voltpack.forecast.domain_power import forecast_domain_power
 from voltpack.forecast.registry import forecaster_names
 from voltpack.model.admin import (
     ClusterSummary,
-    DryRunResult,
+    DryRunView,
     JobView,
     NodeView,
     PowerDomainView,
@@ -97,6 +98,7 @@ class ApiDependencies:
     authorizer: Authorizer
     history: History | None = None
     simulations: SimulationRunner = field(default_factory=SimulationRunner)
+    dry_runs: DryRunRunner = field(default_factory=DryRunRunner)
     clock: Callable[[], float] = time.time
     inference: InferenceSource | None = None
     """InferenceServices and their plans; None: those routes are not served."""
@@ -491,15 +493,47 @@ def create_app(deps: ApiDependencies) -> FastAPI:
             return PolicyValidation(valid=False, errors=[str(exc)])
         return PolicyValidation(valid=True, name=policy.metadata.name)
 
-    @app.post(f"{API_PREFIX}/policy/dry-run", response_model=DryRunResult, tags=["policy"])
-    def dry_run(
-        body: PolicyText, user: Annotated[Principal, Depends(require("dryrun"))]
-    ) -> DryRunResult:
-        """What the policy would bind, leave pending, preempt and cap on the cluster now."""
+    @app.post(
+        f"{API_PREFIX}/policy/dry-runs",
+        response_model=DryRunView,
+        status_code=202,
+        tags=["policy"],
+    )
+    def submit_dry_run(
+        body: PolicyText,
+        response: Response,
+        user: Annotated[Principal, Depends(require("dryrun"))],
+    ) -> DryRunView:
+        """Queue a dry run: one scheduling cycle and one power tick with the policy on the
+        cluster as it is when it runs; poll it by id. At most a few wait at once: beyond, 429
+        with Retry-After."""
         policy = parse(body.text)
-        result: DryRunResult = read(lambda: deps.cluster.dry_run(policy))
-        audit(user, "policy.dry-run", policy.metadata.name, "done", binds=result.binds)
-        return result
+
+        def finished(run: DryRun) -> None:
+            binds = run.result.binds if run.result is not None else None
+            audit(user, "policy.dry-run", policy.metadata.name, run.status, id=run.id,
+                  binds=binds, error=run.error)  # fmt: skip
+
+        try:
+            run = deps.dry_runs.submit(deps.cluster, policy, user.user, finished)
+        except RunQueueFullError as exc:
+            raise ApiProblemError(
+                429, "too-many-dry-runs", "Too many dry runs", str(exc),
+                headers={"Retry-After": str(exc.retry_after_s)},
+            ) from None  # fmt: skip
+        response.headers["Location"] = f"{API_PREFIX}/policy/dry-runs/{run.id}"
+        return run.view()
+
+    @app.get(f"{API_PREFIX}/policy/dry-runs/{{run_id}}", response_model=DryRunView, tags=["policy"])
+    def dry_run(run_id: str, _: Annotated[Principal, Depends(require("get"))]) -> DryRunView:
+        """A dry run's state and, once done, what the policy would bind, leave pending (why),
+        preempt and cap."""
+        run = deps.dry_runs.get(run_id)
+        if run is None:
+            raise ApiProblemError(
+                404, "not-found", "No such dry run", f"dry run {run_id!r} is unknown or forgotten"
+            )
+        return run.view()
 
     @app.put(f"{API_PREFIX}/policy", response_model=ActivePolicy, tags=["policy"])
     def apply_policy(
@@ -532,7 +566,7 @@ def create_app(deps: ApiDependencies) -> FastAPI:
             raise ApiProblemError(
                 422, "invalid-simulation", "Invalid simulation", str(exc)
             ) from None
-        except SimulationQueueFullError as exc:
+        except RunQueueFullError as exc:
             raise ApiProblemError(
                 429, "too-many-simulations", "Too many simulations", str(exc),
                 headers={"Retry-After": str(exc.retry_after_s)},

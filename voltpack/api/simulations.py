@@ -4,8 +4,8 @@ A request names a shipped training trace (under `data/gavel/`, no other paths), 
 allocation policies; the run replays the trace once per policy and reports `summarize`'s
 figures. Runs are kept in memory and, when a history store is configured, saved there.
 
-Both are bounded: at most `max_active` runs queued or running (a submission beyond gets
-`SimulationQueueFullError`, which the API answers with 429 and Retry-After), and at most
+Both are bounded (`BoundedRuns`): at most `max_active` runs queued or running (a submission
+beyond gets `RunQueueFullError`, which the API answers with 429 and Retry-After), and at most
 `max_finished` finished runs kept in memory, the oldest forgotten first (the history store, if
 any, still has them).
 """
@@ -16,15 +16,14 @@ import contextlib
 import logging
 import math
 import re
-import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from voltpack.api.background import BoundedRuns
 from voltpack.api.sources import SimulationRun, SourceUnavailableError
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.perf.throughput_table import load_gavel_throughputs
@@ -104,18 +103,6 @@ DEFAULT_MAX_FINISHED = 100
 """Finished runs kept in memory; older ones are forgotten (the history store keeps them)."""
 RETRY_AFTER_S = 30
 """What a refused submission is told to wait: about one small run."""
-_FINISHED = ("done", "failed")
-
-
-class SimulationQueueFullError(Exception):
-    """As many runs are queued or running as the runner accepts."""
-
-    def __init__(self, active: int) -> None:
-        super().__init__(
-            f"{active} simulations are queued or running, the most this API accepts; "
-            f"submit again after one finishes (about {RETRY_AFTER_S} s)"
-        )
-        self.retry_after_s = RETRY_AFTER_S
 
 
 class SimulationRunner:
@@ -127,23 +114,21 @@ class SimulationRunner:
         max_active: int = DEFAULT_MAX_ACTIVE,
         max_finished: int = DEFAULT_MAX_FINISHED,
     ) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="voltpack-sim")
-        self._runs: dict[str, SimulationRun] = {}  # in submission order
-        self._lock = threading.Lock()
-        self._max_active = max_active
-        self._max_finished = max_finished
-        self._active = 0
+        self._runs: BoundedRuns[SimulationRun] = BoundedRuns(
+            "simulations",
+            workers=workers,
+            max_active=max_active,
+            max_finished=max_finished,
+            retry_after_s=RETRY_AFTER_S,
+        )
 
     def submit(
         self, request: SimulationRequest, user: str, history: History | None
     ) -> SimulationRun:
-        """Queue a run; ValueError when the trace does not exist, SimulationQueueFullError when
+        """Queue a run; ValueError when the trace does not exist, RunQueueFullError when
         `max_active` runs are queued or running."""
         path = _trace_path(request.trace)
-        with self._lock:
-            if self._active >= self._max_active:
-                raise SimulationQueueFullError(self._active)
-            self._active += 1
+        self._runs.reserve()
         run = SimulationRun(
             id=uuid.uuid4().hex[:16],
             created_at_s=time.time(),
@@ -151,31 +136,23 @@ class SimulationRunner:
             user=user,
         )
         if history is not None:
-            with contextlib.suppress(SourceUnavailableError):  # kept in memory meanwhile
+            try:
                 run.id = history.create_simulation(run)
-        with self._lock:
-            self._runs[run.id] = run
-        try:
-            self._pool.submit(self._execute, run, request, path, history)
-        except RuntimeError:  # shut down
-            with self._lock:
-                self._active -= 1
-                self._runs.pop(run.id, None)
-            raise
+            except SourceUnavailableError:
+                pass  # kept in memory meanwhile
+            except BaseException:
+                self._runs.release()
+                raise
+        self._runs.start(
+            run,
+            lambda kept: self._execute(kept, request, path, history),
+            lambda kept: self._cancelled(kept, history),
+        )
         return run
-
-    def _finished(self, run: SimulationRun) -> None:
-        """Count the run out of the active ones; forget the oldest finished beyond the bound."""
-        with self._lock:
-            self._active -= 1
-            finished = [key for key, kept in self._runs.items() if kept.status in _FINISHED]
-            for key in finished[: max(0, len(finished) - self._max_finished)]:
-                del self._runs[key]
 
     def get(self, run_id: str, history: History | None) -> SimulationRun | None:
         """A run by id, from memory or the history."""
-        with self._lock:
-            run = self._runs.get(run_id)
+        run = self._runs.get(run_id)
         if run is None and history is not None:
             try:
                 return history.load_simulation(run_id)
@@ -185,7 +162,11 @@ class SimulationRunner:
 
     def shutdown(self) -> None:
         """Stop accepting runs; wait for the running one."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._runs.shutdown()
+
+    def _cancelled(self, run: SimulationRun, history: History | None) -> None:
+        run.status, run.error = "failed", "the API shut down before it ran"
+        self._save(run, history)
 
     def _execute(
         self, run: SimulationRun, request: SimulationRequest, path: Path, history: History | None
@@ -225,8 +206,6 @@ class SimulationRunner:
         except Exception as exc:  # never leave a run 'running' and counted
             run.status, run.error = "failed", f"{type(exc).__name__}: the server logged it"
             log.exception("simulation %s failed", run.id)
-        finally:
-            self._finished(run)
         self._save(run, history)
 
     @staticmethod

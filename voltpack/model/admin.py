@@ -178,3 +178,22 @@ class DryRunResult(_View):
     binds: int
     pending: int
     changes: list[PlacementChange]
+
+
+DryRunStatus = Literal["queued", "running", "done", "failed"]
+
+
+class DryRunView(_View):
+    """A dry run submitted to the API: its state and, once done, its result."""
+
+    id: str
+    policy: str
+    status: DryRunStatus
+    user: str
+    created_at_s: float
+    started_at_s: float | None = None
+    finished_at_s: float | None = None
+    error: str | None = None
+    result: DryRunResult | None = Field(
+        default=None, description="set when status is done: the cluster as it was when it ran"
+    )
