@@ -17,10 +17,17 @@ keep-alive HTTP client calls each route after a warm-up, 10 ms apart: `--repeats
 seconds per call before they were paged: issue 30): the summary; the first page of nodes and
 a page from the middle (`limit=500`); one node; the first page of jobs, of pending jobs; one
 pod group; queues; power domains; decisions (newest page, one job's, page 20 after 19 cursor
-hops); audit; the active policy. Per route: p50, p99, max. Per run: the pod changes made, the
-wall time, the CPU seconds of this process (API, clients, churn) and of the emulator, the
-1-minute load average after, the full garbage collections in this process and the longest, and
-how long a fresh adapter took to list and watch the cluster (as `voltpack api` does at start).
+hops); audit; the active policy; policy validation; a manual cap set and cleared; a power
+forecast (`FORECAST_DOMAINS` domains hold `HISTORY_DAYS` days of one-minute buckets); the
+InferenceServices (`INFERENCE_SERVICES`, the example renamed) and one's plan. Then the
+background runs, `--cycle-repeats` each, one after another: a policy dry run (a scheduling
+cycle over the cluster) and a small simulation, each submitted (202), polled until done with
+the summary read between polls (what the run costs the other routes), and the simulation's
+report read. Per route: p50, p99, max; per background run, the time to its result. Per run:
+the pod changes made, the wall time, the CPU seconds of this process (API, clients, churn) and
+of the emulator, the 1-minute load average after, the full garbage collections in this process
+and the longest, and how long a fresh adapter took to list and watch the cluster (as
+`voltpack api` does at start).
 
 The same script measures an older checkout (`PYTHONPATH=<checkout>`; every call it makes was
 served then too), so before and after can be run alternately: `--label` and `--output` name
@@ -48,6 +55,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import yaml
 from _common import save, start_emulator_with_nodes
 from kubernetes import client
 from store_queries import JOBS, fill
@@ -58,14 +66,27 @@ from voltpack.api.server import freeze_heap, serving
 from voltpack.api.store_history import StoreHistory
 from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
+from voltpack.operator.inference_admin import KubeInferenceSource
 from voltpack.policies.schema import example_policy_path, load_policy
 from voltpack.store import BufferedStore, Store, TemporaryPostgres
+from voltpack.store.records import PowerSample
 
 TOKEN = "bench-token"
+INFERENCE_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inferenceservice.yaml"
 GPUS_PER_NODE = 8
 RACKS = 50
 GANG = 5
 CHANGING_PAUSE_S = 0.01
+INFERENCE_SERVICES = 500
+"""InferenceServices in the cluster (examples/inferenceservice.yaml, renamed)."""
+FORECAST_DOMAINS = 5
+"""PowerBudgets with a stored power history (the forecast route reads it)."""
+HISTORY_DAYS = 14
+"""Of one-minute power buckets per such domain: the forecast route's default history."""
+POLL_S = 0.05
+"""Between two polls of a background run (a dry run, a simulation)."""
+QUICK_SIMULATION = {"trace": "physical_cluster/small_test.trace", "cluster": "2:2:2",
+                    "policies": ["fifo"]}  # fmt: skip
 """Between two calls while the cluster changes, so that the calls span a few seconds of it."""
 
 
@@ -135,7 +156,30 @@ def populate(kube: client.ApiClient, node_count: int, pod_count: int) -> dict[st
         custom.patch_cluster_custom_object_status(
             "voltpack.io", "v1alpha1", "powerbudgets", name, {"status": {"powerW": 250_000}}
         )
+    service = yaml.safe_load(INFERENCE_EXAMPLE.read_text())
+    for n in range(INFERENCE_SERVICES):
+        service["metadata"]["name"] = f"chat-{n:04d}"
+        custom.create_namespaced_custom_object(
+            "voltpack.io", "v1alpha1", "default", "inferenceservices", service
+        )
     return {"populate_s": round(time.perf_counter() - started, 1), "pending_pods": pending}
+
+
+def fill_power_history(store: Store, now_s: float) -> dict[str, float]:
+    """HISTORY_DAYS of one-minute power buckets (a daily cycle and noise) for the first
+    FORECAST_DOMAINS racks, as the operator's power loop records them."""
+    started = time.perf_counter()
+    rng = np.random.default_rng(11)
+    at_s = np.arange(now_s - HISTORY_DAYS * 86_400.0, now_s, 60.0)
+    for rack in range(FORECAST_DOMAINS):
+        power_w = 250_000 + 50_000 * np.sin(2 * np.pi * at_s / 86_400 + rack)
+        power_w += rng.normal(0, 5_000, at_s.size)
+        store.add_power_samples(
+            f"r{rack:02d}",
+            [PowerSample(at_s=float(t), power_w=float(w), budget_w=400_000.0)
+             for t, w in zip(at_s, power_w, strict=True)],
+        )  # fmt: skip
+    return {"power_history_s": round(time.perf_counter() - started, 1)}
 
 
 def timed(
@@ -303,7 +347,7 @@ def routes(
             "one job's, limit=50",
             lambda _: http.get(
                 "/api/v1/decisions",
-                params={"limit": 50, "job": f"default/job-{rng.randrange(JOBS)}"},
+                params={"limit": 50, "job": f"job-{rng.randrange(JOBS):05d}"},  # as stored
             ),
             "light",
         ),
@@ -316,12 +360,83 @@ def routes(
             "light",
         ),
         (
-            "POST /policy/dry-run",
-            "the shipped fgd policy, one scheduling cycle over the cluster",
-            lambda _: http.post("/api/v1/policy/dry-run", json={"text": POLICY_TEXT}),
-            "cycle",
+            "POST /power/domains/{name}/cap",
+            "set a manual cap, then clear it, on a random domain",
+            lambda i: http.post(
+                f"/api/v1/power/domains/r{rng.randrange(RACKS):02d}/cap",
+                json={"cap_w": None if i % 2 else 390_000},
+            ),
+            "light",
+        ),
+        (
+            "GET /power/domains/{name}/forecast",
+            f"a random domain of the {FORECAST_DOMAINS} with {HISTORY_DAYS} days of history, "
+            "1 h ahead",
+            lambda _: http.get(
+                f"/api/v1/power/domains/r{rng.randrange(FORECAST_DOMAINS):02d}/forecast",
+                params={"horizon_s": 3600},
+            ),
+            "light",
+        ),
+        (
+            "GET /inferenceservices",
+            f"every service ({INFERENCE_SERVICES})",
+            get("/api/v1/inferenceservices"),
+            "light",
+        ),
+        (
+            "GET /inferenceservices/{ns}/{name}/plan",
+            "a random service's plan",
+            lambda _: http.get(
+                f"/api/v1/inferenceservices/default/chat-{rng.randrange(INFERENCE_SERVICES):04d}/plan"
+            ),
+            "light",
         ),
     ]
+
+
+def background_runs(
+    http: httpx.Client, submit_path: str, body: dict[str, Any], repeats: int, report: str | None
+) -> dict[str, Any]:
+    """`repeats` runs submitted one after another to `submit_path` (202 and a Location), each
+    polled every POLL_S until it finished, the summary read between two polls (what the
+    background work costs the other routes); `report`: a route under the run to read once done.
+    Latency figures per call, and the time from submission to the finished run."""
+    submits, polls, summaries, reports, results_s = [], [], [], [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        answer = http.post(submit_path, json=body)
+        submits.append(time.perf_counter() - started)
+        assert answer.status_code == 202, answer.text
+        location = answer.headers.get("location") or f"{submit_path}/{answer.json()['id']}"
+        while True:
+            before = time.perf_counter()
+            view = http.get(location)
+            polls.append(time.perf_counter() - before)
+            view.raise_for_status()
+            if view.json()["status"] in ("done", "failed"):
+                break
+            before = time.perf_counter()
+            http.get("/api/v1/cluster").raise_for_status()
+            summaries.append(time.perf_counter() - before)
+            time.sleep(POLL_S)
+        results_s.append(time.perf_counter() - started)
+        assert view.json()["status"] == "done", view.text
+        if report is not None:
+            before = time.perf_counter()
+            http.get(f"{location}/{report}").raise_for_status()
+            reports.append(time.perf_counter() - before)
+    return {
+        "submit": percentiles(submits),
+        "poll": percentiles(polls),
+        "summary_meanwhile": percentiles(summaries or [0.0]),
+        **({"report": percentiles(reports)} if reports else {}),
+        "result_s": {
+            "runs": repeats,
+            "p50": round(float(np.median(results_s)), 2),
+            "max": round(max(results_s), 2),
+        },
+    }
 
 
 def measure(
@@ -366,10 +481,39 @@ def measure(
             "what": "page 20, limit=50",
             **percentiles(samples),
         }
+        runs = {
+            "dry run": background_runs(
+                http, "/api/v1/policy/dry-runs", {"text": POLICY_TEXT}, args.cycle_repeats, None
+            ),
+            "simulation": background_runs(
+                http, "/api/v1/simulations", QUICK_SIMULATION, args.cycle_repeats, "report"
+            ),
+        }
+        for kind, (prefix, what) in {
+            "dry run": ("/policy/dry-runs", "the shipped fgd policy: a scheduling cycle over the "
+                        "cluster and a power tick"),
+            "simulation": ("/simulations", "a small training trace, one policy"),
+        }.items():  # fmt: skip
+            for phase, route in (
+                ("submit", f"POST {prefix}"),
+                ("poll", f"GET {prefix}/{{id}}"),
+                ("summary_meanwhile", "GET /cluster"),
+                ("report", f"GET {prefix}/{{id}}/report"),
+            ):
+                if phase in runs[kind]:
+                    asked = (
+                        what if phase != "summary_meanwhile" else f"the summary while a {kind} runs"
+                    )
+                    figures[f"{route}: {asked}"] = {
+                        "route": route,
+                        "what": asked,
+                        **runs[kind][phase],
+                    }
         summary = http.get("/api/v1/cluster").json()
     wall_s = time.perf_counter() - wall_before
     return {
         "routes": figures,
+        "background_results_s": {kind: run["result_s"] for kind, run in runs.items()},
         "summary": summary,
         "churn": {
             "changes": churn.changes,
@@ -396,9 +540,10 @@ def run_backend(
     """Fill the store, start an adapter and the API in front of the emulator, measure."""
     with Store.open(store_url) as store:
         loading = fill(store, args.decisions)
+        loading.update(fill_power_history(store, time.time()))
     buffered = BufferedStore.open(store_url)
     tokens_file = folder / "tokens.csv"
-    tokens_file.write_text(f"{TOKEN},bench,operator\n")  # get, dryrun, simulate
+    tokens_file.write_text(f"{TOKEN},bench,admin\n")  # every verb: the cap route too
     tokens = StaticTokens.from_file(tokens_file)
     kube = client.ApiClient(client.Configuration(host=emulator_url))
     path = example_policy_path("fgd")
@@ -412,6 +557,8 @@ def run_backend(
         time.sleep(0.2)
         if source.watched_changes() != generation:
             quiet_since, generation = time.monotonic(), source.watched_changes()
+    inference = KubeInferenceSource(kube)
+    assert len(inference.inference_services()) == INFERENCE_SERVICES
     freeze_heap()  # as `voltpack api` does once its caches are filled
     app = create_app(
         ApiDependencies(
@@ -420,6 +567,7 @@ def run_backend(
             authenticator=tokens,
             authorizer=tokens,
             history=StoreHistory(buffered),
+            inference=inference,
         )
     )
     with serving(app) as url:
@@ -440,7 +588,8 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
         "",
         f"Over HTTP (uvicorn, one keep-alive client, {CHANGING_PAUSE_S * 1000:g} ms between "
         f"calls), {args.repeats} calls per route after a warm-up ({args.heavy_repeats} for the "
-        f"routes over nodes, jobs and domains, {args.cycle_repeats} for the dry run), every call "
+        f"routes over nodes, jobs and domains; {args.cycle_repeats} dry runs and simulations, "
+        "polled until done), every call "
         "while another client creates, binds and deletes pods as fast as the emulator (its own "
         "process) takes them. Goal: every route's p99 < 100 ms. Produced by "
         "`benchmarks/api_latency.py`.",
@@ -461,6 +610,17 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
             for r in results.values()
         ]
         lines.append(f"| `{figure['route']}` | {figure['what']} | " + " | ".join(cells) + " |")
+    lines += ["", "Background runs (202, then polled every "
+              f"{POLL_S * 1000:g} ms): from submission to the finished run, in seconds.", "",
+              "| run | " + " | ".join(f"{b} runs, p50 / max (s)" for b in results) + " |",
+              "|---|" + "---:|" * len(results)]  # fmt: skip
+    for kind in first.get("background_results_s", {}):
+        cells = [
+            f"{r['background_results_s'][kind]['runs']}, "
+            f"{r['background_results_s'][kind]['p50']} / {r['background_results_s'][kind]['max']}"
+            for r in results.values()
+        ]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
     lines += ["", "| backend | pod changes (per s) | wall (s) | CPU s: API + clients / "
               "emulator | load average (1 min) after | full GCs (longest ms) | first list + "
               "watch (s) |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -488,7 +648,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--heavy-repeats", type=int, default=30)
     parser.add_argument(
-        "--cycle-repeats", type=int, default=5, help="calls of the dry run (a whole cycle each)"
+        "--cycle-repeats", type=int, default=5, help="dry runs and simulations, one after another"
     )
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--label", default="", help="what was measured, e.g. 'before (main)'")

@@ -10,7 +10,8 @@ page costs O(limit)). The caches start with the first request, which waits until
 and events are listed. An API server that cannot be reached then, or that the caches have not
 heard from for `stale_after_s`, makes the reads raise `SourceUnavailableError` (the API answers
 503). A dry run plans one scheduling cycle with the given policy on a copy of the cluster,
-exactly as the operator would, and writes nothing.
+exactly as the operator would, and writes nothing; it runs in a child process
+(`dry_run_process`), so that it never holds this process's interpreter for seconds.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi, ResourceV1Api
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -32,7 +32,6 @@ from voltpack.model.admin import (
     DryRunResult,
     JobView,
     NodeView,
-    PlacementChange,
     PowerDomainView,
     QueueView,
 )
@@ -41,22 +40,14 @@ from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.operator.admin_views import AdminViews
 from voltpack.operator.cache import ResourceCache
 from voltpack.operator.cluster_tally import ClusterTally
-from voltpack.operator.cluster_view import build_snapshot, pending_work
 from voltpack.operator.conventions import (
     MANUAL_CAP_ANNOTATION,
 )
-from voltpack.operator.cycle import QueueContext, plan_cycle
+from voltpack.operator.dry_run import DRY_RUN_KINDS
+from voltpack.operator.dry_run_process import run_in_child
 from voltpack.operator.policy_reload import POLICY_KEY
-from voltpack.operator.power_loop import PowerCaches, PowerLoop
-from voltpack.operator.power_objects import action_of
-from voltpack.operator.queues import pending_queues, queue_tree, running_gangs
 from voltpack.operator.setup_problems import setup_log_for
-from voltpack.policies.fair_share import make_ordering
-from voltpack.policies.power.ladder import GpuSetting
-from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile, parse_policy
-from voltpack.scheduler.cycle import Scheduler
-from voltpack.scheduler.preemption import PreemptionRules
 
 CUSTOM_KINDS = ("gpunodes", "gpujobs", "queues", "powerbudgets")
 REQUIRED = ("nodes", "pods", "events")
@@ -305,93 +296,11 @@ class KubeAdminSource:
         raise KeyError(domain)
 
     def dry_run(self, policy: PolicyFile) -> DryRunResult:
-        """One scheduling cycle with `policy` on the cluster as it is; nothing is written."""
+        """One scheduling cycle and one power tick with `policy` on the cluster as it is, in a
+        child process over a copy of the caches (`dry_run_process`); nothing is written."""
         self._ready()
-        nodes, pods = self._caches["nodes"].values(), self._caches["pods"].values()
-        snapshot = build_snapshot(nodes, pods)
-        work = pending_work(pods)
-        # gangs with a topology request are placed by the operator's topology placement, which
-        # the dry run does not rebuild: they are reported as staying pending, not placed pod by pod
-        previewed = [group for group in work.groups if group.topology is None]
-        for group in work.groups:
-            if group.topology is not None:
-                for member in group.pods:
-                    work.held[member.name] = (
-                        f"gang {group.name}: topology-aware placement is not previewed by the "
-                        "dry run"
-                    )
-        work.groups = previewed
-        strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
-        scheduler = Scheduler.with_random_ranks(
-            strategy, snapshot.node_count, np.random.default_rng(0)
-        )
-        queueing = policy.spec.queueing
-        context = QueueContext(
-            tree=queue_tree(self._caches["queues"].values()),
-            ordering=make_ordering(queueing.ordering, queueing.params),
-            rules=PreemptionRules(
-                queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
-            ),
-            running=running_gangs(pods, snapshot),
-            gangs=pending_queues(work, pods),
-            now_s=self._clock(),
-        )
-        plan = plan_cycle(scheduler, snapshot, work, np.random.default_rng(0), set(), context)
-        changes: list[PlacementChange] = []
-        for eviction in plan.evictions:
-            changes.append(
-                PlacementChange(
-                    action="preempt",
-                    subject=eviction.gang.name,
-                    detail=f"for {eviction.by}: {eviction.reason}",
-                )
-            )
-        for gang in plan.gangs:
-            for placement in gang:
-                gpus = f" GPUs {list(placement.gpu_indices)}" if placement.gpu_indices else ""
-                changes.append(
-                    PlacementChange(
-                        action="bind",
-                        subject=placement.pod,
-                        detail=f"-> node {placement.node}{gpus}",
-                    )
-                )
-        for pod, reason in sorted(plan.unplaced.items()):
-            changes.append(PlacementChange(action="stay-pending", subject=pod, detail=reason))
-        changes += self._power_changes(policy)
-        return DryRunResult(
-            policy=policy.metadata.name,
-            binds=sum(len(g) for g in plan.gangs),
-            pending=len(plan.unplaced),
-            changes=changes,
-        )
-
-    def _power_changes(self, policy: PolicyFile) -> list[PlacementChange]:
-        """The GPU settings the policy's power section would write now (one control tick)."""
-        self._ready()
-        caches = self._caches
-        loop = PowerLoop(
-            self._core,
-            self._custom,
-            policy.spec.power,
-            PowerCaches(
-                caches["nodes"], caches["pods"], caches["gpunodes"], caches["powerbudgets"]
-            ),
-            clock=self._clock,
-            read_only=True,
-        )
-        loop.tick()
-        changes = []
-        for node, index, before, after in loop.planned:
-            action: Literal["cap", "release"] = "release" if after == GpuSetting() else "cap"
-            changes.append(
-                PlacementChange(
-                    action=action,
-                    subject=f"{node}/gpu{index}",
-                    detail=f"{_setting_text(before)} -> {_setting_text(after)}",
-                )
-            )
-        return changes
+        objects = {kind: self._caches[kind].values() for kind in DRY_RUN_KINDS}
+        return run_in_child(objects, policy, self._clock())
 
     # -- PolicyHolder ----------------------------------------------------------------------
 
@@ -436,8 +345,3 @@ class KubeAdminSource:
 
         self._call(f"configmap {self._configmap}", write)
         self._policy = (policy, text)
-
-
-def _setting_text(setting: GpuSetting) -> str:
-    """e.g. 'cap_power' or 'driver default'."""
-    return "driver default" if setting == GpuSetting() else action_of(setting)

@@ -57,6 +57,10 @@ def object_key(obj: dict[str, Any]) -> str:
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
 
+def _never_listed(**_: Any) -> Any:
+    raise RuntimeError("this cache holds a copy of objects; it does not list")
+
+
 class ResourceCache:
     """Objects of one kind by key; `changed` is set whenever something changes."""
 
@@ -91,6 +95,17 @@ class ResourceCache:
         self.last_error: BaseException | None = None
         self.failing_since: float | None = None
         """`time.monotonic()` of the first failure since the last successful list or event."""
+
+    @classmethod
+    def holding(cls, name: str, objects: list[dict[str, Any]]) -> ResourceCache:
+        """A synced cache of `objects` that never lists or watches (a copy of the cluster, e.g.
+        in a dry run's process)."""
+        cache = cls(name, _never_listed)
+        cache._objects = {object_key(obj): obj for obj in objects}
+        cache.generation = 1
+        cache._synced.set()
+        cache.settled.set()
+        return cache
 
     def add_listener(self, listener: CacheListener) -> None:
         """`listener` hears every change from now on (call before `start`)."""
