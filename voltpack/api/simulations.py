@@ -1,4 +1,5 @@
-"""What-if simulations submitted through the API, run one at a time in a background thread.
+"""What-if simulations submitted through the API, run one at a time, each in a child process
+(`simulation_process`: seconds to minutes of CPU that must not hold the API's interpreter).
 
 A request names a shipped training trace (under `data/gavel/`, no other paths), a cluster and
 allocation policies; the run replays the trace once per policy and reports `summarize`'s
@@ -18,14 +19,16 @@ import math
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voltpack.api.background import BoundedRuns
+from voltpack.api.simulation_process import SimulationFailedError, simulate_in_child
 from voltpack.api.sources import SimulationRun, SourceUnavailableError
-from voltpack.model.errors import InvalidRequestError, VoltpackError
+from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.throughput_table import load_gavel_throughputs
 from voltpack.policies.hetero.registry import allocation_policy_names, make_allocation_policy
 from voltpack.sim.datasets import data_dir
@@ -173,35 +176,15 @@ class SimulationRunner:
     ) -> None:
         run.status = "running"
         self._save(run, history)
+
+        def progress(share: float) -> None:
+            run.progress = share
+            self._save(run, history)
+
         try:
-            table = load_gavel_throughputs(data_dir() / "gavel" / "simulation_throughputs.json")
-            jobs = load_gavel_trace(path)
-            gpus = parse_gavel_cluster(request.cluster)
-            results: dict[str, dict[str, float | None]] = {}
-            per_seed: dict[str, dict[str, dict[str, float | None]]] = {}
-            total = len(request.policies) * len(request.seeds)
-            done = 0
-            for name in request.policies:
-                per_seed[name] = {}
-                for seed in request.seeds:
-                    config = RoundConfig(round_s=request.round_s, seed=seed, gavel_compatible=False)
-                    policy = make_allocation_policy(name, seed)
-                    simulator = RoundSimulator(policy, table, gpus, config)
-                    per_seed[name][str(seed)] = _finite(summarize(simulator.run(jobs)))
-                    done += 1
-                    run.progress = done / total
-                    self._save(run, history)
-                runs = list(per_seed[name].values())
-                results[name] = {key: _mean([r[key] for r in runs]) for key in runs[0]}
-            run.report = {
-                "trace": request.trace,
-                "cluster": request.cluster,
-                "seeds": request.seeds,
-                "results": results,
-                "per_seed": per_seed,
-            }
+            run.report = simulate_in_child(request, path, progress)
             run.status = "done"
-        except (VoltpackError, LookupError, ValueError) as exc:
+        except SimulationFailedError as exc:
             run.status, run.error = "failed", str(exc)
         except Exception as exc:  # never leave a run 'running' and counted
             run.status, run.error = "failed", f"{type(exc).__name__}: the server logged it"
@@ -215,6 +198,38 @@ class SimulationRunner:
         # the run goes on in memory; the store counts what it drops
         with contextlib.suppress(Exception):
             history.save_simulation(run)
+
+
+def simulate(
+    request: SimulationRequest, path: Path, progress: Callable[[float], None]
+) -> dict[str, Any]:
+    """Replay the trace at `path` once per policy and seed; the report. `progress(share)` after
+    each replay. Raises VoltpackError, LookupError or ValueError on bad input."""
+    table = load_gavel_throughputs(data_dir() / "gavel" / "simulation_throughputs.json")
+    jobs = load_gavel_trace(path)
+    gpus = parse_gavel_cluster(request.cluster)
+    results: dict[str, dict[str, float | None]] = {}
+    per_seed: dict[str, dict[str, dict[str, float | None]]] = {}
+    total = len(request.policies) * len(request.seeds)
+    done = 0
+    for name in request.policies:
+        per_seed[name] = {}
+        for seed in request.seeds:
+            config = RoundConfig(round_s=request.round_s, seed=seed, gavel_compatible=False)
+            policy = make_allocation_policy(name, seed)
+            simulator = RoundSimulator(policy, table, gpus, config)
+            per_seed[name][str(seed)] = _finite(summarize(simulator.run(jobs)))
+            done += 1
+            progress(done / total)
+        runs = list(per_seed[name].values())
+        results[name] = {key: _mean([r[key] for r in runs]) for key in runs[0]}
+    return {
+        "trace": request.trace,
+        "cluster": request.cluster,
+        "seeds": request.seeds,
+        "results": results,
+        "per_seed": per_seed,
+    }
 
 
 def _finite(figures: dict[str, float]) -> dict[str, float | None]:
