@@ -476,9 +476,11 @@ def api(
     from voltpack.api.app import ApiDependencies, create_app
     from voltpack.api.auth import KubernetesAuth, StaticTokens
     from voltpack.api.server import freeze_heap
+    from voltpack.api.store_history import StoreHistory
     from voltpack.operator.admin_source import KubeAdminSource
     from voltpack.operator.connect import api_client
     from voltpack.operator.inference_admin import KubeInferenceSource
+    from voltpack.store import BufferedStore
 
     try:
         resolved, text = _resolve_policy(policy)
@@ -486,6 +488,8 @@ def api(
         auth: StaticTokens | KubernetesAuth = (
             StaticTokens.from_file(token_file) if token_file else KubernetesAuth(client)
         )
+        # decisions, audit, power history and simulations; writes are buffered through outages
+        history = StoreHistory(BufferedStore.open(database_url)) if database_url else None
     except VoltpackError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
@@ -499,6 +503,7 @@ def api(
         policies=source,
         authenticator=auth,
         authorizer=auth,
+        history=history,
         inference=KubeInferenceSource(client),
     )
     if max_body_bytes is not None:
