@@ -497,6 +497,8 @@ def api(
         client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
     )
     source.start()  # list and watch from now on: the first request finds the caches filled
+    inference = KubeInferenceSource(client)
+    inference.start()
     freeze_heap()
     deps = ApiDependencies(
         cluster=source,
@@ -504,7 +506,7 @@ def api(
         authenticator=auth,
         authorizer=auth,
         history=history,
-        inference=KubeInferenceSource(client),
+        inference=inference,
     )
     if max_body_bytes is not None:
         deps.max_body_bytes = max_body_bytes

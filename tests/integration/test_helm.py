@@ -298,7 +298,8 @@ API_GRANTS = {
     ("", "events", "list"), ("", "events", "watch"),  # why a pod waits (a ResourceCache)
     *{("voltpack.io", p, v) for p in CUSTOM_PLURALS for v in ("list", "watch")},
     ("voltpack.io", "powerbudgets", "patch"),  # a manual cap
-    ("voltpack.io", "inferenceservices", "list"),  # inference_admin.py: the plans
+    ("voltpack.io", "inferenceservices", "list"),  # inference_admin.py: the plans (a cache)
+    ("voltpack.io", "inferenceservices", "watch"),
     *{("resource.k8s.io", r, v)  # each pod's devices (dra_figures.py)
       for r in ("resourceslices", "resourceclaims") for v in ("list", "watch")},
 }  # fmt: skip

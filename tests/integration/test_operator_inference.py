@@ -430,7 +430,7 @@ def test_the_admin_api_serves_the_services_and_their_plans(
             policies=source,
             authenticator=tokens,
             authorizer=tokens,
-            inference=KubeInferenceSource(kube, ttl_s=0.0),
+            inference=KubeInferenceSource(kube),
         )
     )
     headers = {"Authorization": "Bearer tok-viewer"}
