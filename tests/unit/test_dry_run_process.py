@@ -70,5 +70,5 @@ def test_a_child_that_runs_too_long_is_killed() -> None:
     policy = load_policy(example_policy_path("best-fit"))
     started = time.monotonic()
     with pytest.raises(DryRunProcessError, match="did not finish within"):
-        run_in_child(cluster(), policy, 1e9, timeout_s=0.01)
+        run_in_child(cluster(), policy, 1e9, timeout_s=0.0)
     assert time.monotonic() - started < 30
