@@ -16,7 +16,8 @@ from voltpack.api.bearer import authenticate_bearer
 from voltpack.api.caps import ManualCap, check_cap
 from voltpack.api.docs_page import install_docs_page
 from voltpack.api.dry_runs import DryRun, DryRunRunner
-from voltpack.api.forecasts import PowerForecastView, forecast_view
+from voltpack.api.forecast_memo import ForecastMemo, domain_forecast
+from voltpack.api.forecasts import PowerForecastView
 from voltpack.api.limits import DEFAULT_MAX_BODY_BYTES, install_limits, principal_of
 from voltpack.api.paging import (
     AFTER_TEXT,
@@ -46,7 +47,6 @@ from voltpack.api.sources import (
     SourceUnavailableError,
 )
 from voltpack.forecast.default_model import DEFAULT_MODEL
-from voltpack.forecast.domain_power import forecast_domain_power
 from voltpack.forecast.registry import forecaster_names
 from voltpack.model.admin import (
     ClusterSummary,
@@ -104,6 +104,8 @@ class ApiDependencies:
     """InferenceServices and their plans; None: those routes are not served."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """Larger request bodies get 413 before they are read."""
+    forecast_memo: ForecastMemo = field(default_factory=ForecastMemo)
+    """Power forecasts kept until the domain's stored history changes."""
 
 
 class _Body(BaseModel):
@@ -406,12 +408,15 @@ def create_app(deps: ApiDependencies) -> FastAPI:
                 f"model {model!r} is not one of {sorted(forecaster_names())}",
             )  # fmt: skip
         since_s = time.time() - history_days * 86_400
-        buckets = read(lambda: history().power_history(name, since_s))
         try:
-            result = forecast_domain_power(
-                name, buckets, horizon_s=horizon_s, level=level, budget_w=budget_w, model=model
-            )
-            return forecast_view(name, level, result)
+            answer: PowerForecastView = read(
+                lambda: domain_forecast(
+                    history(), deps.forecast_memo, name, since_s=since_s,
+                    history_days=history_days, horizon_s=horizon_s, level=level,
+                    budget_w=budget_w, model=model,
+                )
+            )  # fmt: skip
+            return answer
         except ForecastError as exc:
             raise ApiProblemError(
                 422, "cannot-forecast", "Cannot forecast this domain", str(exc)

@@ -20,7 +20,13 @@ from voltpack.model.admin import (
 )
 from voltpack.model.inference_views import InferencePlanView, InferenceServiceView
 from voltpack.policies.schema import PolicyFile
-from voltpack.store import AuditEntry, DecisionPage, PowerBucket
+from voltpack.store import (
+    AuditEntry,
+    DecisionPage,
+    PowerBucket,
+    PowerHistoryVersion,
+    PowerRollup,
+)
 from voltpack.store.records import SimulationStatus
 
 
@@ -122,4 +128,12 @@ class History(Protocol):
 
     def power_history(self, domain: str, since_s: float | None) -> list[PowerBucket]:
         """A domain's stored power roll-ups since `since_s`, oldest first."""
+        ...
+
+    def power_rollups(self, domain: str, since_s: float | None) -> list[PowerRollup]:
+        """What a forecast reads of a domain's roll-ups since `since_s`, oldest first."""
+        ...
+
+    def power_history_version(self, domain: str, since_s: float | None) -> PowerHistoryVersion:
+        """What changes when a domain's roll-ups since `since_s` change (cheap to read)."""
         ...

@@ -13,6 +13,8 @@ from voltpack.store import (
     BufferedStore,
     DecisionPage,
     PowerBucket,
+    PowerHistoryVersion,
+    PowerRollup,
     RecordNotFoundError,
     StoreUnavailableError,
 )
@@ -63,6 +65,26 @@ class StoreHistory:
         except StoreUnavailableError as exc:
             raise SourceUnavailableError(str(exc)) from None
         return buckets
+
+    def power_rollups(self, domain: str, since_s: float | None) -> list[PowerRollup]:
+        """What a forecast reads of a domain's roll-ups since `since_s`, oldest first."""
+        try:
+            rollups: list[PowerRollup] = self._store.read(
+                lambda s: s.power_rollups(domain, since_s=since_s)
+            )
+        except StoreUnavailableError as exc:
+            raise SourceUnavailableError(str(exc)) from None
+        return rollups
+
+    def power_history_version(self, domain: str, since_s: float | None) -> PowerHistoryVersion:
+        """What changes when a domain's roll-ups since `since_s` change (cheap to read)."""
+        try:
+            version: PowerHistoryVersion = self._store.read(
+                lambda s: s.power_history_version(domain, since_s=since_s)
+            )
+        except StoreUnavailableError as exc:
+            raise SourceUnavailableError(str(exc)) from None
+        return version
 
     def list_audit(self, limit: int) -> list[AuditEntry]:
         """The newest `limit` administrative actions."""

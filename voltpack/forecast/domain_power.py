@@ -58,15 +58,16 @@ def power_series(domain: str, rollups: Sequence[PowerRollup]) -> TimeSeries:
     out: the series starts after the last such gap."""
     if not rollups:
         raise ForecastError(f"domain {domain}: no power history is stored yet")
-    step_s = float(np.median([r.bucket_s for r in rollups]))
-    start_s = rollups[0].bucket_start_s
-    length = round((rollups[-1].bucket_start_s - start_s) / step_s) + 1
+    count = len(rollups)
+    starts_s = np.fromiter((r.bucket_start_s for r in rollups), np.float64, count)
+    peaks_w = np.fromiter((r.max_w for r in rollups), np.float64, count)
+    step_s = float(np.median(np.fromiter((r.bucket_s for r in rollups), np.float64, count)))
+    start_s = float(starts_s[0])
+    length = round((float(starts_s[-1]) - start_s) / step_s) + 1
     values = np.full(length, np.nan)
-    for rollup in rollups:
-        index = round((rollup.bucket_start_s - start_s) / step_s)
-        if 0 <= index < length:
-            values[index] = rollup.max_w if math.isnan(values[index]) else max(
-                values[index], rollup.max_w)  # fmt: skip
+    indices = np.rint((starts_s - start_s) / step_s).astype(np.int64)  # half to even, as round
+    inside = (indices >= 0) & (indices < length)
+    np.fmax.at(values, indices[inside], peaks_w[inside])  # the peak of buckets on one slot
     day = round(DAY_S / step_s)
     first = _after_last_long_gap(values, max(day, MIN_GAP_LIMIT_STEPS))
     if not (day >= 2 and values.size - first >= 2 * day):  # no season: shorter gaps are too long

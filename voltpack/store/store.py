@@ -54,6 +54,8 @@ from voltpack.store.records import (
     DecisionSummary,
     JobRecord,
     PowerBucket,
+    PowerHistoryVersion,
+    PowerRollup,
     PowerSample,
     RetentionSettings,
     SimulationRun,
@@ -512,17 +514,44 @@ class Store:
         self, domain: str, *, since_s: float | None = None, until_s: float | None = None
     ) -> list[PowerBucket]:
         """The buckets of `domain` that overlap `[since_s, until_s)`, oldest first."""
-        conditions: list[ColumnElement[bool]] = [POWER_SAMPLES.c.domain == domain]
-        if since_s is not None:
-            conditions.append(POWER_SAMPLES.c.bucket_start_s + POWER_SAMPLES.c.bucket_s > since_s)
-        if until_s is not None:
-            conditions.append(POWER_SAMPLES.c.bucket_start_s < until_s)
         statement = (
-            select(POWER_SAMPLES).where(*conditions).order_by(POWER_SAMPLES.c.bucket_start_s)
+            select(POWER_SAMPLES)
+            .where(*_power_window(domain, since_s, until_s))
+            .order_by(POWER_SAMPLES.c.bucket_start_s)
         )
         with self._begin() as connection:
             rows = connection.execute(statement).mappings().all()
         return [PowerBucket.model_validate({k: v for k, v in r.items() if k != "id"}) for r in rows]
+
+    def power_rollups(
+        self, domain: str, *, since_s: float | None = None, until_s: float | None = None
+    ) -> list[PowerRollup]:
+        """What a forecast reads of the buckets `power_history` returns: start, length, peak
+        and budget, as light tuples, oldest first."""
+        c = POWER_SAMPLES.c
+        statement = (
+            select(c.bucket_start_s, c.bucket_s, c.max_w, c.budget_w)
+            .where(*_power_window(domain, since_s, until_s))
+            .order_by(c.bucket_start_s)
+        )
+        with self._begin() as connection:
+            rows = connection.execute(statement).all()
+        return list(map(PowerRollup._make, rows))
+
+    def power_history_version(
+        self, domain: str, *, since_s: float | None = None, until_s: float | None = None
+    ) -> PowerHistoryVersion:
+        """Bucket count, first and last start and sample sum of the buckets `power_history`
+        returns: one aggregate over the (domain, start) index, to tell cheaply whether they
+        changed."""
+        c = POWER_SAMPLES.c
+        statement = select(
+            func.count(), func.min(c.bucket_start_s), func.max(c.bucket_start_s),
+            func.coalesce(func.sum(c.samples), 0),
+        ).where(*_power_window(domain, since_s, until_s))  # fmt: skip
+        with self._begin() as connection:
+            count, first, last, samples = connection.execute(statement).one()
+        return PowerHistoryVersion(int(count), first, last, int(samples))
 
     def power_domains(self) -> list[str]:
         """The domains that have power history, sorted."""
@@ -742,6 +771,18 @@ class Store:
                 if table is not DECISION_COUNTS:
                     deleted[table.name] = count
         return deleted
+
+
+def _power_window(
+    domain: str, since_s: float | None, until_s: float | None
+) -> list[ColumnElement[bool]]:
+    """The buckets of `domain` that overlap `[since_s, until_s)`."""
+    conditions: list[ColumnElement[bool]] = [POWER_SAMPLES.c.domain == domain]
+    if since_s is not None:
+        conditions.append(POWER_SAMPLES.c.bucket_start_s + POWER_SAMPLES.c.bucket_s > since_s)
+    if until_s is not None:
+        conditions.append(POWER_SAMPLES.c.bucket_start_s < until_s)
+    return conditions
 
 
 def _check_json(field: str, value: dict[str, Any]) -> None:
