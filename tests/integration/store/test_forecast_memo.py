@@ -53,7 +53,7 @@ def route(emulator: RunningEmulator, store_url: str, tmp_path: Path) -> Iterator
     path = example_policy_path("fgd")
     source = KubeAdminSource(kube, load_policy(path), path.read_text())
     store = BufferedStore.open(store_url, retry_interval_s=0.1)
-    memo = ForecastMemo(max_entries=2)
+    memo = ForecastMemo(max_entries=2, max_stale_s=0.0)  # every change computed at once
     app = create_app(
         ApiDependencies(
             cluster=source, policies=source, authenticator=tokens, authorizer=tokens,
@@ -133,3 +133,23 @@ def test_bad_parameters_are_still_refused_and_never_kept(
     answer = route.get(**params)
     assert answer.status_code == 422 and field in answer.text
     assert len(route.memo) == 0
+
+
+def test_a_changed_history_is_answered_at_once_from_the_last_answer_then_refreshed(
+    route: Route,
+) -> None:
+    route.memo.max_stale_s = 600.0
+    first = route.get().json()
+    route.add(route.last_bucket_s + 60.0, 180_000)  # a new bucket
+    meanwhile = route.get().json()
+    assert meanwhile == first  # the last answer, its start_s saying which data it is from
+    assert (route.memo.hits, route.memo.stale, route.memo.misses) == (0, 1, 1)
+    assert route.memo.wait_idle()
+    refreshed = route.get().json()
+    assert refreshed["start_s"] == first["start_s"] + 60.0
+    assert (route.memo.hits, route.memo.stale, route.memo.misses) == (1, 1, 1)
+
+    route.memo.max_stale_s = 0.0  # too old to serve: computed in the request
+    route.add(route.last_bucket_s + 120.0, 180_000)
+    assert route.get().json()["start_s"] == first["start_s"] + 120.0
+    assert route.memo.misses == 2
