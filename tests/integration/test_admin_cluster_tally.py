@@ -177,3 +177,45 @@ def test_caches_that_lose_the_api_server_answer_unavailable_after_a_while(
         wait_for(unavailable, timeout_s=20, what="reads to answer unavailable")
     finally:
         admin.close()
+
+
+def test_a_budget_keeps_its_nodes_until_its_selector_changes(
+    source: KubeAdminSource, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    """A status or manual-cap change (every power tick, every cap) keeps the domain's nodes and
+    their built views; a new selector moves them. The GPU models a cap's floor is summed from
+    are the nodes' own."""
+    core.patch_node("gpu-a100-0", {"metadata": {"labels": {"rack": "r1"}}})
+    core.patch_node("gpu-v100-0", {"metadata": {"labels": {"rack": "r2"}}})
+    custom.create_cluster_custom_object(GROUP, VERSION, "powerbudgets", budget("r1", 5000, "r1"))
+
+    def nodes_of(name: str) -> list[str]:
+        return next((d.nodes for d in source.power_domains() if d.name == name), [])
+
+    wait_for(lambda: nodes_of("r1") == ["gpu-a100-0"], what="r1 selects gpu-a100-0")
+    built = source.node("gpu-a100-0")
+    assert built is not None and built.power_domain == "r1"
+    assert source.domain_gpu_models("r1") == ["A100"] * 8
+    assert source.domain_gpu_models("nope") is None
+    capped = source.set_manual_cap("r1", 4000)
+    assert capped.manual_cap_w == 4000 and capped.nodes == ["gpu-a100-0"]
+    custom.patch_cluster_custom_object_status(
+        GROUP, VERSION, "powerbudgets", "r1", {"status": {"powerW": 1200}}
+    )
+    wait_for(
+        lambda: next(d for d in source.power_domains() if d.name == "r1").power_w == 1200,
+        what="the status seen",
+    )
+    assert source.node("gpu-a100-0") is built  # not built again
+
+    custom.patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "powerbudgets",
+        "r1",
+        {"spec": {"nodeSelector": {"matchLabels": {"rack": "r2"}}}},
+    )
+    wait_for(lambda: nodes_of("r1") == ["gpu-v100-0"], what="r1 selects gpu-v100-0 now")
+    moved = source.node("gpu-a100-0")
+    assert moved is not None and moved.power_domain is None
+    assert source.domain_gpu_models("r1") == ["V100M16"] * 4

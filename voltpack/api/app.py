@@ -434,7 +434,11 @@ def create_app(deps: ApiDependencies) -> FastAPI:
         must lie between the sum of its GPUs' minimum power limits and its budget."""
         if body.cap_w is not None:
             cap_w = body.cap_w
-            read(lambda: check_cap(cap_w, deps.cluster.power_domains(), deps.cluster.node, name))
+            read(
+                lambda: check_cap(
+                    cap_w, deps.cluster.power_domains(), deps.cluster.domain_gpu_models, name
+                )
+            )
         try:
             view: PowerDomainView = read(lambda: deps.cluster.set_manual_cap(name, body.cap_w))
         except KeyError:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from voltpack.api.problems import ApiProblemError
-from voltpack.model.admin import NodeView, PowerDomainView
+from voltpack.model.admin import PowerDomainView
 from voltpack.model.gpu_sku import default_catalog
 
 MAX_CAP_W = 1e8
@@ -34,25 +34,21 @@ class ManualCap(BaseModel):
     )
 
 
-def gpu_floor_w(nodes: Iterable[NodeView]) -> float:
-    """The sum of the catalog's minimum power limits of the GPUs on `nodes`."""
+def gpu_floor_w(models: Iterable[str]) -> float:
+    """The sum of the catalog's minimum power limits of GPUs of these `models`."""
     catalog = default_catalog()
-    floor_w = 0.0
-    for node in nodes:
-        for gpu in node.gpu_details:
-            if gpu.model in catalog:
-                floor_w += catalog.get(gpu.model).min_power_limit_w or 0.0
-    return floor_w
+    return sum(catalog.get(m).min_power_limit_w or 0.0 for m in models if m in catalog)
 
 
 def check_cap(
     cap_w: float,
     domains: Iterable[PowerDomainView],
-    node_of: Callable[[str], NodeView | None],
+    gpu_models: Callable[[str], list[str] | None],
     name: str,
 ) -> None:
     """ApiProblemError 422 when `cap_w` is outside what domain `name` can honour; nothing
-    when the domain is unknown (the caller answers 404). `node_of` looks a member node up."""
+    when the domain is unknown (the caller answers 404). `gpu_models` gives the model of each
+    of a domain's GPUs."""
     domain = next((d for d in domains if d.name == name), None)
     if domain is None:
         return
@@ -65,8 +61,7 @@ def check_cap(
             f"({domain.budget_w:g} W) and would cap nothing; give at most {domain.budget_w:g} "
             "W, or change the PowerBudget",
         )
-    members = (node_of(member) for member in domain.nodes)
-    floor_w = gpu_floor_w(node for node in members if node is not None)
+    floor_w = gpu_floor_w(gpu_models(name) or [])
     if cap_w < floor_w:
         raise ApiProblemError(
             422,

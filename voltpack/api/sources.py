@@ -68,6 +68,10 @@ class ClusterSource(Protocol):
         """Cap a domain by hand (None: remove the manual cap); KeyError for an unknown one."""
         ...
 
+    def domain_gpu_models(self, domain: str) -> list[str] | None:
+        """The model of every GPU of the domain's nodes (None: no such domain)."""
+        ...
+
 
 class InferenceSource(Protocol):
     """The cluster's InferenceServices and their plans."""

@@ -275,6 +275,11 @@ class KubeAdminSource:
         self._ready()
         return self.views.domains()
 
+    def domain_gpu_models(self, domain: str) -> list[str] | None:
+        """The model of every GPU of the domain's nodes; O(its nodes), no pods read."""
+        self._ready()
+        return self.views.domain_gpu_models(domain)
+
     def set_manual_cap(self, domain: str, cap_w: float | None) -> PowerDomainView:
         """Annotate the PowerBudget; the power loop budgets min(budget, manual cap)."""
         self._ready()

@@ -37,7 +37,13 @@ from voltpack.operator.conventions import (
 )
 from voltpack.operator.dra_figures import pod_devices, published_devices
 from voltpack.operator.dra_view import pod_claim_keys, uses_claims
-from voltpack.operator.translate import gpu_indices, pod_from_k8s, pod_key, pod_nics
+from voltpack.operator.translate import (
+    gpu_indices,
+    node_from_k8s,
+    pod_from_k8s,
+    pod_key,
+    pod_nics,
+)
 
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
@@ -66,6 +72,22 @@ def node_view(
         for index in gpu_indices(pod) or ():
             users.setdefault(index, []).append(pod_key(pod))
     return _node_view(raw, snapshot, 0, gpunode, lambda index: users.get(index, []), domain)
+
+
+def gpu_models(raw: Obj, gpunode: Obj | None) -> list[str]:
+    """The model of each of the node's GPUs: as its GPUNode reports it, else the node's label
+    (as in its view's `gpu_details`)."""
+    try:
+        node = node_from_k8s(raw)
+    except InvalidRequestError:
+        return []
+    devices = {
+        int(d.get("index", -1)): d for d in ((gpunode or {}).get("status") or {}).get("gpus") or []
+    }
+    return [
+        str(devices.get(index, {}).get("model") or node.gpu_model or "unknown")
+        for index in range(node.gpu_count)
+    ]
 
 
 def _node_view(
@@ -229,9 +251,13 @@ def domain_view(budget: Obj, members: list[str], power_of: Callable[[str], float
     )
 
 
+def _selector(budget: Obj) -> Any:
+    return (budget.get("spec") or {}).get("nodeSelector")
+
+
 def selects(budget: Obj, node: Obj) -> bool:
     """Whether the node's labels match the PowerBudget's node selector."""
-    wanted = ((budget.get("spec") or {}).get("nodeSelector") or {}).get("matchLabels") or {}
+    wanted = (_selector(budget) or {}).get("matchLabels") or {}
     labels = node["metadata"].get("labels") or {}
     return all(labels.get(key) == value for key, value in wanted.items())
 
@@ -556,7 +582,10 @@ class AdminViews:
                 after: set[str] = set()
             else:
                 self._budgets.put(key, new)
-                after = {n for n, node in self._nodes.objects.items() if selects(new, node)}
+                if old is not None and _selector(old) == _selector(new):
+                    after = before  # a status or annotation change (every power tick, a cap)
+                else:
+                    after = {n for n, node in self._nodes.objects.items() if selects(new, node)}
                 self._members[key] = after
             for name in before ^ after if old is not None and new is not None else before | after:
                 self._stale_node(name)
@@ -843,6 +872,19 @@ class AdminViews:
         """Every job's view, by `namespace/name`."""
         with self._lock:
             return [v for v in map(self._job, self._job_keys) if v is not None]
+
+    def domain_gpu_models(self, name: str) -> list[str] | None:
+        """The model of every GPU of the PowerBudget's nodes (None: no such budget), read from
+        the nodes and their GPUNodes alone (no node view built, no pod read)."""
+        with self._lock:
+            if name not in self._budgets.objects:
+                return None
+            models: list[str] = []
+            for member in sorted(self._members.get(name, ())):
+                raw = self._nodes.objects.get(member)
+                if raw is not None:
+                    models += gpu_models(raw, self._gpunodes.get(member))
+            return models
 
     def domains(self) -> list[PowerDomainView]:
         """Every PowerBudget's view, in the caches' order; O(nodes in domains), reading the
