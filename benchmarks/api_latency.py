@@ -4,11 +4,11 @@ decisions, while the cluster changes (SQLite and PostgreSQL).
 The emulator runs in its own process (as an API server would) with `--nodes` eight-GPU nodes
 (half A100, half H100; 50 racks labelled `rack`, one PowerBudget each, with a status as the
 operator writes it) and `--pods` pods: on every node eight one-GPU pods and one CPU pod bound
-and running, the rest pending voltpack pods in gangs of five. The API runs as `voltpack api`
-does (uvicorn, static-token auth, the operator's Kubernetes adapter: watch-fed caches, the
-summary and the node/job/domain views kept from watch events) in front of it and of a store
-filled with `--decisions` decisions (`store_queries.generate`: 5,000 jobs on 1,000 nodes over
-30 days).
+and running, the rest pending voltpack pods in gangs of five. The API is `voltpack api` in its
+own process, as the chart runs it (uvicorn, static-token auth, `--database-url`, the
+operator's Kubernetes adapter: watch-fed caches, the summary and the node/job/domain views
+kept from watch events), in front of it and of a store filled with `--decisions` decisions
+(`store_queries.generate`: 5,000 jobs on 1,000 nodes over 30 days).
 
 Every call is made while another client creates, binds (a Binding) and deletes pods as fast as
 the emulator takes them ("changes flowing"; the adapter takes each event in as it serves). One
@@ -24,10 +24,10 @@ background runs, `--cycle-repeats` each, one after another: a policy dry run (a 
 cycle over the cluster) and a small simulation, each submitted (202), polled until done with
 the summary read between polls (what the run costs the other routes), and the simulation's
 report read. Per route: p50, p99, max; per background run, the time to its result. Per run:
-the pod changes made, the wall time, the CPU seconds of this process (API, clients, churn) and
-of the emulator, the 1-minute load average after, the full garbage collections in this process
-and the longest, and how long a fresh adapter took to list and watch the cluster (as
-`voltpack api` does at start).
+the pod changes made, the wall time, the CPU seconds of the API, of its dry-run and simulation
+children, of this process (the clients) and of the emulator, the API's peak RSS, the 1-minute
+load average after, and how long the API took from its start to its first answer (listing and
+watching the cluster).
 
 The same script measures an older checkout (`PYTHONPATH=<checkout>`; every call it makes was
 served then too), so before and after can be run alternately: `--label` and `--output` name
@@ -41,10 +41,10 @@ Usage: python benchmarks/api_latency.py [--nodes 5000] [--pods 50000] [--decisio
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import random
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -56,19 +56,13 @@ from typing import Any
 import httpx
 import numpy as np
 import yaml
-from _common import save, start_emulator_with_nodes
+from _common import free_port, save, start_emulator_with_nodes
 from kubernetes import client
 from store_queries import JOBS, fill
 
-from voltpack.api.app import ApiDependencies, create_app
-from voltpack.api.auth import StaticTokens
-from voltpack.api.server import freeze_heap, serving
-from voltpack.api.store_history import StoreHistory
-from voltpack.operator.admin_source import KubeAdminSource
 from voltpack.operator.crds import install_crds
-from voltpack.operator.inference_admin import KubeInferenceSource
-from voltpack.policies.schema import example_policy_path, load_policy
-from voltpack.store import BufferedStore, Store, TemporaryPostgres
+from voltpack.policies.schema import example_policy_path
+from voltpack.store import Store, TemporaryPostgres
 from voltpack.store.records import PowerSample
 
 TOKEN = "bench-token"
@@ -209,40 +203,37 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
     }
 
 
-class GcPauses:
-    """The full (generation 2) garbage collections of this process while in the block: how
-    many and how long the longest took (the caches hold millions of objects)."""
-
-    def __init__(self) -> None:
-        self.pauses_s: list[float] = []
-        self._started = 0.0
-
-    def _hear(self, phase: str, info: dict[str, Any]) -> None:
-        if info.get("generation") != 2:
-            return
-        if phase == "start":
-            self._started = time.perf_counter()
-        else:
-            self.pauses_s.append(time.perf_counter() - self._started)
-
-    def __enter__(self) -> GcPauses:
-        gc.callbacks.append(self._hear)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        gc.callbacks.remove(self._hear)
-
-    def figures(self) -> dict[str, float]:
-        return {
-            "full_collections": len(self.pauses_s),
-            "longest_ms": round(max(self.pauses_s, default=0.0) * 1000, 1),
-        }
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (Linux `/proc/<pid>/stat`)."""
+def process_cpu_s(pid: int, children: bool = False) -> float:
+    """User + system CPU seconds a process has used so far (Linux `/proc/<pid>/stat`); with
+    `children`, those of its finished children instead (the API's dry runs and simulations)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    first = 13 if children else 11
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident memory so far (`VmHWM`)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def start_api(
+    emulator_url: str, store_url: str, folder: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`voltpack api` in its own process, as the chart runs it: static tokens, the store."""
+    tokens_file = folder / "tokens.csv"
+    tokens_file.write_text(f"{TOKEN},bench,admin\n")  # every verb: the cap route too
+    port = free_port()
+    command = [
+        sys.executable, "-m", "voltpack", "api", f"--server={emulator_url}", f"--port={port}",
+        f"--token-file={tokens_file}", f"--database-url={store_url}",
+    ]  # fmt: skip
+    log = (folder / "api.log").open("ab")
+    return subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT
+    ), f"http://127.0.0.1:{port}"
 
 
 class Churn:
@@ -441,22 +432,24 @@ def background_runs(
 
 def measure(
     url: str,
+    api: subprocess.Popen[bytes],
     emulator: subprocess.Popen[bytes],
     emulator_url: str,
     args: argparse.Namespace,
     name: str,
 ) -> dict[str, Any]:
     """Each route's latency through one keep-alive client while another client changes the
-    cluster; the load average and the CPU seconds of both processes over the measurement."""
+    cluster; the load average and the CPU seconds of the processes over the measurement."""
     rng = random.Random(3)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     figures: dict[str, Any] = {}
-    cpu_before = (process_cpu_s(os.getpid()), process_cpu_s(emulator.pid))
+    pids = {"api": api.pid, "clients": os.getpid(), "emulator": emulator.pid}
+    cpu_before = {name: process_cpu_s(pid) for name, pid in pids.items()}
+    children_before = process_cpu_s(api.pid, children=True)
     wall_before = time.perf_counter()
     with (
         httpx.Client(base_url=url, headers=headers, timeout=300) as http,
         Churn(emulator_url, f"churn-{name}", args.nodes) as churn,
-        GcPauses() as collections,
     ):
         for route, what, call, kind in routes(http, args.nodes, args.pods, rng):
             repeats = {"light": args.repeats, "list": args.heavy_repeats}.get(
@@ -521,11 +514,11 @@ def measure(
         },
         "wall_s": round(wall_s, 1),
         "load_average_1m_after": round(os.getloadavg()[0], 2),
-        "gc": collections.figures(),
         "cpu_s": {
-            "api_and_clients": round(process_cpu_s(os.getpid()) - cpu_before[0], 1),
-            "emulator": round(process_cpu_s(emulator.pid) - cpu_before[1], 1),
+            **{name: round(process_cpu_s(pid) - cpu_before[name], 1) for name, pid in pids.items()},
+            "api_children": round(process_cpu_s(api.pid, children=True) - children_before, 1),
         },
+        "api_peak_rss_mib": peak_rss_mib(api.pid),
     }
 
 
@@ -541,41 +534,46 @@ def run_backend(
     with Store.open(store_url) as store:
         loading = fill(store, args.decisions)
         loading.update(fill_power_history(store, time.time()))
-    buffered = BufferedStore.open(store_url)
-    tokens_file = folder / "tokens.csv"
-    tokens_file.write_text(f"{TOKEN},bench,admin\n")  # every verb: the cap route too
-    tokens = StaticTokens.from_file(tokens_file)
-    kube = client.ApiClient(client.Configuration(host=emulator_url))
-    path = example_policy_path("fgd")
-    source = KubeAdminSource(kube, load_policy(path), path.read_text())
     started = time.perf_counter()
-    first = source.summary()  # as `voltpack api` starts: list, then watch
-    sync_s = time.perf_counter() - started
-    assert first.nodes == args.nodes, first
-    quiet_since, generation = time.monotonic(), source.watched_changes()
-    while time.monotonic() - quiet_since < 3.0:  # the emulator's kubelets have started the pods
-        time.sleep(0.2)
-        if source.watched_changes() != generation:
-            quiet_since, generation = time.monotonic(), source.watched_changes()
-    inference = KubeInferenceSource(kube)
-    assert len(inference.inference_services()) == INFERENCE_SERVICES
-    freeze_heap()  # as `voltpack api` does once its caches are filled
-    app = create_app(
-        ApiDependencies(
-            cluster=source,
-            policies=source,
-            authenticator=tokens,
-            authorizer=tokens,
-            history=StoreHistory(buffered),
-            inference=inference,
-        )
-    )
-    with serving(app) as url:
-        figures = measure(url, emulator, emulator_url, args, backend)
-    source.close()
-    kube.close()
-    buffered.close()
+    api, url = start_api(emulator_url, store_url, folder)
+    try:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+            first = wait_answering(http, api, "/api/v1/cluster")  # the caches listed
+            sync_s = time.perf_counter() - started
+            assert first["nodes"] == args.nodes, first
+            quiet_since, seen = time.monotonic(), first
+            while time.monotonic() - quiet_since < 3.0:  # the emulator's kubelets started pods
+                time.sleep(0.2)
+                now = http.get("/api/v1/cluster").json()
+                if {k: v for k, v in now.items() if k != "observed_at_s"} != {
+                    k: v for k, v in seen.items() if k != "observed_at_s"
+                }:
+                    quiet_since, seen = time.monotonic(), now
+            services = http.get("/api/v1/inferenceservices").json()
+            assert len(services) == INFERENCE_SERVICES, len(services)
+        figures = measure(url, api, emulator, emulator_url, args, backend)
+    finally:
+        api.terminate()
+        api.wait(timeout=60)
     return {"loading": loading, "first_sync_s": round(sync_s, 1), **figures}
+
+
+def wait_answering(
+    http: httpx.Client, api: subprocess.Popen[bytes], path: str, timeout_s: float = 300.0
+) -> Any:
+    """The first 200 answer of `path` (the API starts, then its caches list the cluster)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert api.poll() is None, "voltpack api exited (see api.log in its folder)"
+        try:
+            answer = http.get(path)
+            if answer.status_code == 200:
+                return answer.json()
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"voltpack api did not answer {path} in {timeout_s} s"
+        time.sleep(0.2)
 
 
 def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
@@ -621,15 +619,17 @@ def markdown(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> st
             for r in results.values()
         ]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
-    lines += ["", "| backend | pod changes (per s) | wall (s) | CPU s: API + clients / "
-              "emulator | load average (1 min) after | full GCs (longest ms) | first list + "
-              "watch (s) |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines += ["", "| backend | pod changes (per s) | wall (s) | CPU s: API / its dry runs "
+              "and simulations / clients / emulator | API peak RSS (MiB) | load average (1 min) "
+              "after | API start to first answer (s) |",
+              "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for backend, r in results.items():
+        cpu = r["cpu_s"]
         lines.append(
             f"| {backend} | {r['churn']['changes']:,} ({r['churn']['changes_per_s']:g}) | "
-            f"{r['wall_s']} | {r['cpu_s']['api_and_clients']} / {r['cpu_s']['emulator']} | "
-            f"{r['load_average_1m_after']} | {r.get('gc', {}).get('full_collections', '?')} "
-            f"({r.get('gc', {}).get('longest_ms', '?')}) | {r['first_sync_s']} |"
+            f"{r['wall_s']} | {cpu['api']} / {cpu['api_children']} / {cpu['clients']} / "
+            f"{cpu['emulator']} | {r['api_peak_rss_mib']} | {r['load_average_1m_after']} | "
+            f"{r['first_sync_s']} |"
         )
     lines += [
         "",

@@ -499,7 +499,14 @@ def api(
     source.start()  # list and watch from now on: the first request finds the caches filled
     inference = KubeInferenceSource(client)
     inference.start()
-    freeze_heap()
+
+    # the first lists (millions of objects at 5,000 nodes) out of the collector's walks, once
+    # they are in; an API server unreachable for an hour leaves them to the collector
+    def freeze_once_synced() -> None:
+        if source.wait_synced(3600.0):
+            freeze_heap()
+
+    threading.Thread(target=freeze_once_synced, name="freeze-after-sync", daemon=True).start()
     deps = ApiDependencies(
         cluster=source,
         policies=source,

@@ -143,6 +143,14 @@ class KubeAdminSource:
                     cache.start(self._stop)
                 self._started = True
 
+    def wait_synced(self, timeout_s: float) -> bool:
+        """Whether the caches a read needs held their first lists within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        return all(
+            self._caches[name].wait_synced(max(0.0, deadline - time.monotonic()))
+            for name in REQUIRED
+        )
+
     def close(self) -> None:
         """Stop the caches' watches."""
         self._stop.set()
