@@ -323,7 +323,7 @@ def test_two_replicas_one_leads_and_the_other_takes_over(
         for index in range(4, 6):
             core.create_namespaced_pod("default", pod_manifest(f"r-{index}", gpus=1))
         wait_for(lambda: len(bound(core, "r-")) == 6, timeout_s=WAIT_S, what="6 pods bound")
-        assert follower.stats.bound == 2
+        assert follower.stats.bound == 2, (leader.stats, follower.stats, leader.elector.is_leader())
         lease = client.CoordinationV1Api(api).read_namespaced_lease(
             "voltpack-scheduler", LEASE_NAMESPACE
         )

@@ -504,8 +504,8 @@ class Operator:
             self.core, bindings, self._binding_pool(), self.elector.is_leader, self.dra.write
         )
         for binding, result in zip(bindings, results, strict=True):
-            if result is None:
-                break  # lost the Lease while binding: the new leader decides again
+            if result is None:  # not tried: the Lease was lost first; the new leader decides
+                continue  # (gangs bound concurrently: a later one may have been bound)
             gang, failures = binding.placements, result.failures
             if result.undone:
                 self._undone(result.undone, by_key, failures[gang[0].pod])
