@@ -85,10 +85,6 @@ class Panel:
         return np.where(inside, self.values[flat], np.nan)
 
 
-def feature_count() -> int:
-    return LAGS + 2 * (SEASON_LAGS + 2) + 1 + 2 + 2 + 1
-
-
 def features(
     panel: Panel, series: IntArray, origin: IntArray, steps: IntArray
 ) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -86,11 +86,6 @@ _ORDERINGS: dict[str, type[QueueOrdering]] = {
 }
 
 
-def ordering_names() -> list[str]:
-    """Every queue-ordering name a policy file may use."""
-    return list(_ORDERINGS)
-
-
 def ordering_summaries() -> dict[str, str]:
     """Name to one-sentence definition of every queue ordering."""
     return {name: cls.summary for name, cls in _ORDERINGS.items()}

@@ -12,7 +12,7 @@ from voltpack.policies.power.ladder import ActionLadder
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.schema import GpuPowerActions, PowerSpec
 from voltpack.power.controller import ControllerSettings, GpuSlot, PowerController
-from voltpack.power.domains import DomainSelector, PowerDomainTree
+from voltpack.power.domains import PowerDomainTree
 from voltpack.power.nameplate import nameplate_ladder
 
 DEFAULT_LOCK_SHARES = (0.9, 0.8, 0.7)
@@ -54,14 +54,6 @@ def ladder_for(sku: str, spec: PowerSpec) -> ActionLadder:
         return nameplate_ladder(sku)
     actions = spec.gpus.get(sku) or default_actions(sku, model)
     return ActionLadder.build(sku, model, actions.lock_clocks_mhz, actions.floor_power_w)
-
-
-def tree_from_spec(
-    spec: PowerSpec, node_labels: Mapping[str, Mapping[str, str]]
-) -> PowerDomainTree:
-    """The domains the policy file declares, their nodes chosen by labels."""
-    selectors = [DomainSelector(d.name, d.budget_w, d.match_labels, d.parent) for d in spec.domains]
-    return PowerDomainTree.from_selectors(selectors, node_labels)
 
 
 def settings_from_spec(spec: PowerSpec) -> ControllerSettings:
