@@ -68,5 +68,44 @@ def test_package_imports_only_what_design_allows(package: str) -> None:
     assert not violations, "; ".join(violations)
 
 
+CORE = ("model", "perf", "forecast", "policies", "scheduler", "power")
+"""The pure decision core (DESIGN.md): no cluster, database or web framework in it."""
+DRIVER_LIBRARIES = {"kubernetes", "sqlalchemy", "alembic", "fastapi", "starlette", "aiohttp",
+                    "uvicorn", "httpx"}  # fmt: skip
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """Top-level names of the non-voltpack modules one module imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found - {"voltpack"}
+
+
+@pytest.mark.parametrize("package", CORE)
+def test_the_core_imports_no_cluster_database_or_web_library(package: str) -> None:
+    violations = [
+        f"{module.relative_to(PACKAGE)} imports {sorted(used)}"
+        for module in sorted((PACKAGE / package).rglob("*.py"))
+        if (used := third_party_imports(module) & DRIVER_LIBRARIES)
+    ]
+    assert not violations, "; ".join(violations)
+
+
+def test_the_emulator_imports_only_model_and_telemetry() -> None:
+    violations = [
+        f"{module.relative_to(PACKAGE)} imports {sorted(extra)}"
+        for module in sorted((PACKAGE / "emulator").rglob("*.py"))
+        if (extra := voltpack_imports(module) - {"model", "telemetry", "emulator", "__init__"})
+    ]
+    assert not violations, "; ".join(violations)
+
+
 def test_the_check_sees_imports() -> None:
     assert voltpack_imports(PACKAGE / "scheduler" / "cycle.py") >= {"model", "policies"}
+    assert "kubernetes" in third_party_imports(PACKAGE / "operator" / "binder.py")
+    assert "aiohttp" in third_party_imports(PACKAGE / "emulator" / "routes.py")
