@@ -14,9 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from voltpack.model.echo import short_repr
-from voltpack.model.errors import PolicyError
-from voltpack.policies.registry import validated_params
+from voltpack.policies.named import NamedRegistry
 from voltpack.policies.strategy import NoParams
 
 
@@ -81,23 +79,19 @@ class PriorityFifoOrdering(QueueOrdering):
         return 0.0
 
 
-_ORDERINGS: dict[str, type[QueueOrdering]] = {
-    cls.name: cls for cls in (FairShareOrdering, PriorityFifoOrdering)
-}
+ORDERINGS: NamedRegistry[QueueOrdering] = NamedRegistry(
+    "ordering",
+    "spec.queueing.ordering",
+    "spec.queueing.params",
+    (FairShareOrdering, PriorityFifoOrdering),
+)
 
 
 def ordering_summaries() -> dict[str, str]:
     """Name to one-sentence definition of every queue ordering."""
-    return {name: cls.summary for name, cls in _ORDERINGS.items()}
+    return ORDERINGS.summaries()
 
 
 def make_ordering(name: str, params: Mapping[str, Any] | None = None) -> QueueOrdering:
     """A new queue ordering called `name`, with its parameters validated."""
-    try:
-        cls = _ORDERINGS[name]
-    except KeyError:
-        raise PolicyError(
-            f"field spec.queueing.ordering: value {short_repr(name)} is not allowed; "
-            f"allowed values: {', '.join(_ORDERINGS)}"
-        ) from None
-    return cls(validated_params(cls.Params, params, "spec.queueing.params", f"ordering {name}"))
+    return ORDERINGS.make(name, params)

@@ -25,7 +25,7 @@ their estimated power (a step already taken is neither repeated nor undone befor
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -76,9 +76,9 @@ def predicted_rise_w(history_w: FloatArray, horizon_ticks: int, quantile: float)
 class HeadroomPolicy:
     """Predict, then shed the fewest watts needed, cheapest GPUs and low priority first."""
 
-    name = "headroom"
-    summary = "predict the next peak; shed only the watts needed, low priority first"
-    Params = HeadroomParams
+    name: ClassVar[str] = "headroom"
+    summary: ClassVar[str] = "predict the next peak; shed only the watts needed, low priority first"
+    Params: ClassVar[type[BaseModel]] = HeadroomParams
 
     def __init__(self, params: HeadroomParams | None = None) -> None:
         self.params = params or HeadroomParams()

@@ -23,7 +23,7 @@ which is how the issue states POLCA.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -84,9 +84,11 @@ class _Stage:
 class ThresholdPolicy:
     """Fixed thresholds with hysteresis; fixed rungs per priority and stage."""
 
-    name = "thresholds"
-    summary = "POLCA-style: lock low priority above 80% of budget, also high priority above 89%"
-    Params = ThresholdParams
+    name: ClassVar[str] = "thresholds"
+    summary: ClassVar[str] = (
+        "POLCA-style: lock low priority above 80% of budget, also high priority above 89%"
+    )
+    Params: ClassVar[type[BaseModel]] = ThresholdParams
 
     def __init__(self, params: ThresholdParams | None = None) -> None:
         self.params = params or ThresholdParams()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,7 +92,7 @@ class DomainPlan:
 class PowerPolicy(Protocol):
     """A power policy: given a domain and its own memory from the last tick, choose rungs."""
 
-    name: str
+    name: ClassVar[str]
 
     def plan(self, view: DomainView, memory: Any) -> DomainPlan: ...
 
