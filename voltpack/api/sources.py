@@ -23,7 +23,6 @@ from voltpack.policies.schema import PolicyFile
 from voltpack.store import (
     AuditEntry,
     DecisionPage,
-    PowerBucket,
     PowerHistoryVersion,
     PowerRollup,
 )
@@ -129,10 +128,6 @@ class History(Protocol):
     def save_simulation(self, run: SimulationRun) -> None: ...
 
     def load_simulation(self, run_id: str) -> SimulationRun | None: ...
-
-    def power_history(self, domain: str, since_s: float | None) -> list[PowerBucket]:
-        """A domain's stored power roll-ups since `since_s`, oldest first."""
-        ...
 
     def power_rollups(self, domain: str, since_s: float | None) -> list[PowerRollup]:
         """What a forecast reads of a domain's roll-ups since `since_s`, oldest first."""

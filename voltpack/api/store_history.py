@@ -7,15 +7,18 @@ so an administrative action is never refused because the database is down.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from voltpack.api.sources import SimulationRun, SourceUnavailableError
 from voltpack.store import (
     AuditEntry,
     BufferedStore,
     DecisionPage,
-    PowerBucket,
     PowerHistoryVersion,
     PowerRollup,
     RecordNotFoundError,
+    Store,
     StoreUnavailableError,
 )
 from voltpack.store import SimulationRun as StoredRun
@@ -23,11 +26,21 @@ from voltpack.store import SimulationRun as StoredRun
 SIMULATION_KIND = "training"
 
 
+T = TypeVar("T")
+
+
 class StoreHistory:
     """History backed by a BufferedStore."""
 
     def __init__(self, store: BufferedStore) -> None:
         self._store = store
+
+    def _read(self, query: Callable[[Store], T]) -> T:
+        """`query` on the store; SourceUnavailableError while the database is unreachable."""
+        try:
+            return self._store.read(query)
+        except StoreUnavailableError as exc:
+            raise SourceUnavailableError(str(exc)) from None
 
     def query_decisions(
         self,
@@ -56,43 +69,20 @@ class StoreHistory:
             entry.user, entry.action, entry.target, entry.detail, entry.outcome, at_s=entry.at_s
         )
 
-    def power_history(self, domain: str, since_s: float | None) -> list[PowerBucket]:
-        """A domain's power roll-ups since `since_s`, oldest first."""
-        try:
-            buckets: list[PowerBucket] = self._store.read(
-                lambda s: s.power_history(domain, since_s=since_s)
-            )
-        except StoreUnavailableError as exc:
-            raise SourceUnavailableError(str(exc)) from None
-        return buckets
-
     def power_rollups(self, domain: str, since_s: float | None) -> list[PowerRollup]:
         """What a forecast reads of a domain's roll-ups since `since_s`, oldest first."""
-        try:
-            rollups: list[PowerRollup] = self._store.read(
-                lambda s: s.power_rollups(domain, since_s=since_s)
-            )
-        except StoreUnavailableError as exc:
-            raise SourceUnavailableError(str(exc)) from None
-        return rollups
+        return self._read(lambda s: s.power_rollups(domain, since_s=since_s))
 
     def power_history_version(self, domain: str, since_s: float | None) -> PowerHistoryVersion:
         """What changes when a domain's roll-ups since `since_s` change (cheap to read)."""
-        try:
-            version: PowerHistoryVersion = self._store.read(
-                lambda s: s.power_history_version(domain, since_s=since_s)
-            )
-        except StoreUnavailableError as exc:
-            raise SourceUnavailableError(str(exc)) from None
+        version: PowerHistoryVersion = self._read(
+            lambda s: s.power_history_version(domain, since_s=since_s)
+        )
         return version
 
     def list_audit(self, limit: int) -> list[AuditEntry]:
         """The newest `limit` administrative actions."""
-        try:
-            entries: list[AuditEntry] = self._store.read(lambda s: s.list_audit(limit=limit))
-        except StoreUnavailableError as exc:
-            raise SourceUnavailableError(str(exc)) from None
-        return entries
+        return self._read(lambda s: s.list_audit(limit=limit))
 
     def create_simulation(self, run: SimulationRun) -> str:
         """Store a new run; its id from now on."""
