@@ -9,15 +9,15 @@ the two processes' own pipes).
 
 from __future__ import annotations
 
-import pickle
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
+from voltpack.api.pipes import receive, send
 from voltpack.model.errors import VoltpackError
 
 if TYPE_CHECKING:
@@ -51,14 +51,14 @@ def simulate_in_child(
         watchdog.start()
         try:
             try:
-                _send(child.stdin, (request.model_dump(), str(path)))
+                send(child.stdin, (request.model_dump(), str(path)))
                 child.stdin.close()
             except BrokenPipeError:
                 pass  # the child died: its exit status says so
             outcome: tuple[str, Any] | None = None
             while outcome is None:
                 try:
-                    kind, value = _receive(child.stdout)
+                    kind, value = receive(child.stdout)
                 except EOFError:
                     break
                 if kind == "progress":
@@ -81,28 +81,19 @@ def simulate_in_child(
         raise SimulationFailedError(f"the simulation's process failed ({code}): {last[0]}")
 
 
-def _send(stream: IO[bytes], value: Any) -> None:
-    pickle.dump(value, stream, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.flush()
-
-
-def _receive(stream: IO[bytes]) -> Any:
-    return pickle.load(stream)
-
-
 def main() -> None:
     """The child: read the request, simulate, write progress and the report to stdout."""
     from voltpack.api.simulations import SimulationRequest, simulate  # noqa: PLC0415 (cycle)
 
     out = sys.stdout.buffer
-    fields, path = _receive(sys.stdin.buffer)
+    fields, path = receive(sys.stdin.buffer)
     request = SimulationRequest.model_validate(fields)
     try:
-        report = simulate(request, Path(path), lambda share: _send(out, ("progress", share)))
+        report = simulate(request, Path(path), lambda share: send(out, ("progress", share)))
     except (VoltpackError, LookupError, ValueError) as exc:
-        _send(out, ("invalid", str(exc)))
+        send(out, ("invalid", str(exc)))
         return
-    _send(out, ("report", report))
+    send(out, ("report", report))
 
 
 if __name__ == "__main__":

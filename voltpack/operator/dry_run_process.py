@@ -13,16 +13,16 @@ processes' own pipes, never a file or a socket.
 from __future__ import annotations
 
 import contextlib
-import pickle
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+from voltpack.api.pipes import receive, send
 from voltpack.model.admin import DryRunResult
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.cache import ResourceCache
@@ -50,12 +50,12 @@ def run_in_child(
     child = _CHILDREN.take()
     assert child.stdin is not None
     try:
-        _send(child.stdin, {"policy": policy, "now_s": now_s})
+        send(child.stdin, {"policy": policy, "now_s": now_s})
         for kind in DRY_RUN_KINDS:
             items = objects.get(kind, [])
-            _send(child.stdin, {"kind": kind, "count": len(items)})
+            send(child.stdin, {"kind": kind, "count": len(items)})
             for start in range(0, len(items), CHUNK_OBJECTS):
-                _send(child.stdin, items[start : start + CHUNK_OBJECTS])
+                send(child.stdin, items[start : start + CHUNK_OBJECTS])
                 time.sleep(0)  # let a waiting request have the interpreter
     except BrokenPipeError:
         pass  # the child died: its exit status and stderr say why
@@ -108,27 +108,19 @@ class _Children:
 _CHILDREN = _Children()
 
 
-def _send(stream: IO[bytes], value: Any) -> None:
-    pickle.dump(value, stream, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _receive(stream: IO[bytes]) -> Any:
-    return pickle.load(stream)
-
-
 def main() -> None:
     """The child: read the policy and the objects from stdin, write the result to stdout."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
-        header = _receive(stdin)
+        header = receive(stdin)
     except EOFError:  # started ahead and never used: the API exited
         return
     caches: dict[str, ResourceCache] = {}
     for _ in DRY_RUN_KINDS:
-        kind = _receive(stdin)
+        kind = receive(stdin)
         items: list[dict[str, Any]] = []
         while len(items) < kind["count"]:
-            items += _receive(stdin)
+            items += receive(stdin)
         caches[kind["kind"]] = ResourceCache.holding(kind["kind"], items)
     policy: PolicyFile = header["policy"]
     unused = ApiClient()  # a dry run reads the caches only; nothing is ever sent through it
