@@ -160,7 +160,7 @@ def test_caches_that_lose_the_api_server_answer_unavailable_after_a_while(
         client.ApiClient(client.Configuration(host=emulator.url)),
         policy_for_strategy("fgd"),
         "",
-        stale_after_s=0.5,
+        stale_after_s=5.0,  # a read just after the stop still answers, even on a loaded machine
     )
     try:
         assert admin.summary().nodes == 4
