@@ -102,7 +102,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/store_queries.py
 
 crds: $(STAMP)
-	$(BIN)/python -m voltpack.operator.crds helm/voltpack/crds
+	$(BIN)/python -m voltpack.operator.kube.crds helm/voltpack/crds
 
 clean:
 	rm -rf $(VENV) .tools build *.egg-info .pytest_cache .mypy_cache .ruff_cache

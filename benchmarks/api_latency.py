@@ -60,7 +60,7 @@ from _common import free_port, save, start_emulator_with_nodes
 from kubernetes import client
 from store_queries import JOBS, fill
 
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import example_policy_path
 from voltpack.store import Store, TemporaryPostgres
 from voltpack.store.records import PowerSample

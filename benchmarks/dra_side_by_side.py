@@ -4,7 +4,7 @@ control plane (etcd, kube-apiserver, kwok).
 Every run gets a fresh control plane (tests/k8s_control_plane.py, the binaries `make k8s`
 builds) with N kwok nodes that advertise no `nvidia.com/gpu`: their GPUs (and RDMA NICs) are
 published in ResourceSlices as NVIDIA's GPU DRA driver and DRANet publish them
-(`voltpack.emulator.dra_slices`: 8 GPUs and 4 NICs, one NIC per two GPUs on a PCIe root), with
+(`voltpack.emulator.dra.slices`: 8 GPUs and 4 NICs, one NIC per two GPUs on a PCIe root), with
 the drivers' DeviceClasses. One ResourceClaim per pod is created by name (no
 kube-controller-manager runs to make claims from templates): one GPU of class
 `gpu.nvidia.com` (variant `gpu`), or a GPU and an RDMA NIC whose `resource.kubernetes.io/
@@ -81,7 +81,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.k8s_control_plane
 
 from tests.k8s_control_plane import ControlPlane, running_control_plane  # noqa: E402
-from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices  # noqa: E402
+from voltpack.emulator.dra.slices import driver_device_classes, node_resource_slices  # noqa: E402
 
 GPU_MODEL = "H100"
 """The slices' GPU product (NVIDIA H100 80GB HBM3; an NVLink domain of all 8)."""

@@ -23,7 +23,7 @@ from _common import save, start_emulator_with_nodes
 from kubernetes import client
 
 from voltpack.model.errors import PolicyError
-from voltpack.operator.connect import api_client
+from voltpack.operator.kube.connect import api_client
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import (
     PolicyFile,

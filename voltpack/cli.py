@@ -412,7 +412,7 @@ def operator(
     ] = "voltpack-policy",
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, manage power domains, report Events."""
-    from voltpack.operator.connect import api_client
+    from voltpack.operator.kube.connect import api_client
     from voltpack.operator.runner import Operator, OperatorConfig
 
     try:
@@ -477,9 +477,9 @@ def api(
     from voltpack.api.auth import KubernetesAuth, StaticTokens
     from voltpack.api.server import freeze_heap
     from voltpack.api.store_history import StoreHistory
-    from voltpack.operator.admin_source import KubeAdminSource
-    from voltpack.operator.connect import api_client
-    from voltpack.operator.inference_admin import KubeInferenceSource
+    from voltpack.operator.admin.source import KubeAdminSource
+    from voltpack.operator.inference.admin import KubeInferenceSource
+    from voltpack.operator.kube.connect import api_client
     from voltpack.store import BufferedStore
 
     try:
@@ -638,8 +638,8 @@ def agent(
     """Run the node agent: sample every GPU, serve Prometheus metrics and /healthz."""
     from kubernetes.client import CustomObjectsApi
 
-    from voltpack.operator.connect import api_client
     from voltpack.operator.gpunode_sync import GpuNodeSync
+    from voltpack.operator.kube.connect import api_client
     from voltpack.telemetry.agent import run_agent
     from voltpack.telemetry.backends import open_backend
     from voltpack.telemetry.podresources.client import CachedPodMapping

@@ -21,10 +21,10 @@ from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model.cluster import Node
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.workload import Pod
-from voltpack.operator.crds import install_crds
-from voltpack.operator.kube import call_json
+from voltpack.operator.kube.client import call_json
+from voltpack.operator.kube.crds import install_crds
+from voltpack.operator.kube.translate import gpu_indices, pod_to_k8s
 from voltpack.operator.runner import Operator, OperatorConfig
-from voltpack.operator.translate import gpu_indices, pod_to_k8s
 from voltpack.policies.schema import PolicyFile
 
 NAMESPACE = "default"

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.integration.conftest import Kubectl, operator_on, wait_for
 from tests.k8s_control_plane import KWOK_NODE_ANNOTATION, ControlPlane
 from voltpack.emulator import RunningEmulator
-from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
+from voltpack.emulator.dra.slices import driver_device_classes, node_resource_slices
 from voltpack.emulator.nodes import EMULATED_ANNOTATION, node_object
 from voltpack.model import Node
 from voltpack.operator.runner import Operator, OperatorConfig

@@ -19,9 +19,9 @@ from tests.integration.conftest import pod_manifest, wait_for
 from voltpack.api.sources import SourceUnavailableError
 from voltpack.emulator import RunningEmulator
 from voltpack.model.admin import ClusterSummary
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.conventions import POD_GROUP_ANNOTATION
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.kube.conventions import POD_GROUP_ANNOTATION
+from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import policy_for_strategy
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"

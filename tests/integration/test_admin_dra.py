@@ -33,7 +33,7 @@ from voltpack.api.auth import StaticTokens
 from voltpack.api.server import serving
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
-from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.policies.schema import policy_for_strategy
 
 BACKENDS = ["emulator", "real"]

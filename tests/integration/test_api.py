@@ -21,10 +21,10 @@ from tests.integration.conftest import operator_thread, pod_manifest, serving, w
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.admin_views import latest_reasons
-from voltpack.operator.binder import record_event
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.admin.views import latest_reasons
+from voltpack.operator.kube.binder import record_event
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import example_policy_path, load_policy
 

@@ -21,7 +21,7 @@ from tests.integration.services import missing_service
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.policies.schema import example_policy_path, load_policy
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.api.simulations import SimulationRunner
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import example_policy_path, load_policy
 
 ADMIN_TOKEN = "fuzz-admin-token"

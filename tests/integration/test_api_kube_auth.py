@@ -14,8 +14,8 @@ from tests.integration.conftest import TIME_FACTOR, Kubectl, serving
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.emulator import EmulatorConfig, RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import example_policy_path, load_policy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rbac"

@@ -33,8 +33,8 @@ from voltpack.api.dry_runs import DryRunRunner
 from voltpack.api.simulations import SimulationRunner
 from voltpack.emulator import RunningEmulator
 from voltpack.model.admin import DryRunResult
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import PolicyFile, example_policy_path, load_policy, parse_policy
 
 ADMIN = "limits-admin-token"

@@ -22,7 +22,7 @@ from tests.integration.conftest import (
     wait_for,
 )
 from voltpack.emulator import EmulatorConfig, RunningEmulator
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"

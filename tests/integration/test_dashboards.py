@@ -47,9 +47,9 @@ from tests.integration.prometheus import (
     running_prometheus,
 )
 from voltpack.emulator import EmulatorConfig, running_emulator
-from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
+from voltpack.emulator.dra.slices import driver_device_classes, node_resource_slices
 from voltpack.model import Node
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 from voltpack.telemetry.agent import NodeAgent, RunningAgent, start_agent

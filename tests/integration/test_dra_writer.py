@@ -10,7 +10,7 @@ from kubernetes import client
 
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model.devices import ClaimAllocation, DeviceId, DeviceResult
-from voltpack.operator.dra_writer import DELETE_PROTECTION_FINALIZER, ClaimWrite, write_claims
+from voltpack.operator.dra.writer import DELETE_PROTECTION_FINALIZER, ClaimWrite, write_claims
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from kubernetes import client
 from tests.integration.conftest import Kubectl, operator_thread, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model.errors import TraceFormatError
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import example_policy_path, load_policy
 from voltpack.sim.datasets import inventory_nodes

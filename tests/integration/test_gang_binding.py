@@ -25,9 +25,9 @@ from tests.integration.conftest import (
     wait_for,
 )
 from voltpack.emulator import EmulatorConfig, RunningEmulator
-from voltpack.operator.binder import UNDONE_REASON
-from voltpack.operator.conventions import GANG_BINDING_ANNOTATION, RANK_LABEL
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.binder import UNDONE_REASON
+from voltpack.operator.kube.conventions import GANG_BINDING_ANNOTATION, RANK_LABEL
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"

@@ -11,8 +11,8 @@ from kubernetes import client
 from tests.fakes.nvml import STATE_ENV, FakeGpu, raise_xid, write_state
 from tests.unit.test_sysfs_topology import FakeSysfs
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.crds import install_crds
 from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.operator.kube.crds import install_crds
 from voltpack.telemetry.nvml import NvmlBackend
 from voltpack.telemetry.simulated import SimulatedBackend
 

@@ -286,11 +286,12 @@ CUSTOM_CALLS = {
 CUSTOM_PLURALS = {"gpujobs", "gpunodes", "queues", "powerbudgets"}
 OPERATOR_PLURALS = CUSTOM_PLURALS | {"topologies", "inferenceservices"}
 OPERATOR_MODULES = [
-    "runner", "cache", "binder", "jobs", "queues", "power_loop", "leader", "policy_reload",
-    "job_history", "topology_view", "inference_services", "setup_problems", "dra_support",
-    "dra_writer", "gang_undo", "gang_recovery", "training_rounds",
+    "runner", "kube/cache", "kube/binder", "scheduling/jobs", "scheduling/queues", "power/loop",
+    "kube/leader", "kube/policy_reload", "scheduling/job_history", "scheduling/topology_view",
+    "inference/services", "kube/setup_problems", "dra/support", "dra/writer",
+    "scheduling/gang_undo", "scheduling/gang_recovery", "scheduling/training_rounds",
 ]  # fmt: skip
-# The admin API (voltpack/operator/admin_source.py, voltpack/api/auth.py): its custom-object
+# The admin API (voltpack/operator/admin/source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.
 API_GRANTS = {
     ("", "nodes", "list"), ("", "nodes", "watch"),  # list_node (cached reads, dry-run cache)
@@ -298,9 +299,9 @@ API_GRANTS = {
     ("", "events", "list"), ("", "events", "watch"),  # why a pod waits (a ResourceCache)
     *{("voltpack.io", p, v) for p in CUSTOM_PLURALS for v in ("list", "watch")},
     ("voltpack.io", "powerbudgets", "patch"),  # a manual cap
-    ("voltpack.io", "inferenceservices", "list"),  # inference_admin.py: the plans (a cache)
+    ("voltpack.io", "inferenceservices", "list"),  # inference/admin.py: the plans (a cache)
     ("voltpack.io", "inferenceservices", "watch"),
-    *{("resource.k8s.io", r, v)  # each pod's devices (dra_figures.py)
+    *{("resource.k8s.io", r, v)  # each pod's devices (dra/figures.py)
       for r in ("resourceslices", "resourceclaims") for v in ("list", "watch")},
 }  # fmt: skip
 API_POLICY_GRANTS = {("", "configmaps", v) for v in ("get", "update", "create")}
@@ -312,7 +313,7 @@ AGENT_MODULES = ["gpunode_sync"]
 
 
 def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
-    """(group, resource, verb) of every Kubernetes call in these voltpack.operator modules."""
+    """(group, resource, verb) of every Kubernetes call in these voltpack/operator modules."""
     used: set[tuple[str, str, str]] = set()
     for module in modules:
         source = (REPO / "voltpack" / "operator" / f"{module}.py").read_text(encoding="utf-8")
@@ -444,7 +445,7 @@ def test_kubernetes_auth_adds_only_the_review_grants() -> None:
 
 def test_chart_crds_are_what_make_crds_generates(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "voltpack.operator.crds", str(tmp_path)],
+        [sys.executable, "-m", "voltpack.operator.kube.crds", str(tmp_path)],
         check=True, cwd=REPO, capture_output=True, timeout=120,
     )  # fmt: skip
     generated = {p.name: p.read_text(encoding="utf-8") for p in tmp_path.glob("*.yaml")}

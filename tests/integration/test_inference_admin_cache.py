@@ -23,9 +23,9 @@ from voltpack.api.server import serving
 from voltpack.api.sources import SourceUnavailableError
 from voltpack.emulator import RunningEmulator
 from voltpack.model.inference_views import InferenceServiceView
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
-from voltpack.operator.inference_admin import KubeInferenceSource
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.inference.admin import KubeInferenceSource
+from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import policy_for_strategy
 
 GROUP, VERSION, PLURAL = "voltpack.io", "v1alpha1", "inferenceservices"

@@ -26,7 +26,7 @@ from tests.integration.conftest import (
 )
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 

@@ -59,9 +59,9 @@ from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
-from voltpack.operator import cache
-from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.operator.kube import cache
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import (
     example_policy_path,

@@ -18,9 +18,9 @@ from tests.fakes.nvml import STATE_ENV, FakeGpu, raise_xid, write_state
 from tests.integration.conftest import gpu_job_manifest, operator_thread, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import parse_policy, policy_for_strategy
 from voltpack.telemetry.nvml import NvmlBackend

@@ -19,9 +19,9 @@ from kubernetes import client
 from tests.integration.conftest import cycle_driven_operator, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
-from voltpack.operator.crds import install_crds
-from voltpack.operator.cycle import CyclePlan
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator
+from voltpack.operator.scheduling.plan import CyclePlan
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"

@@ -27,10 +27,10 @@ from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources import InferenceServiceSpec
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
-from voltpack.operator.inference_admin import KubeInferenceSource
-from voltpack.operator.inference_plans import ClusterProfiles, plan_request, plannable_types
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.inference.admin import KubeInferenceSource
+from voltpack.operator.inference.plans import ClusterProfiles, plan_request, plannable_types
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.inference.attainment import predicted_attainment
 from voltpack.policies.inference.mix_planner import plan_service

@@ -22,7 +22,7 @@ from kubernetes import client
 from tests.integration.conftest import operator_thread, pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 

@@ -13,8 +13,8 @@ from kubernetes import client
 from tests.integration.conftest import wait_for
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.operator.kube.translate import pod_to_k8s
 from voltpack.operator.runner import Operator, OperatorConfig
-from voltpack.operator.translate import pod_to_k8s
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import policy_for_strategy
 from voltpack.scheduler.cycle import Scheduler

@@ -13,7 +13,7 @@ from voltpack.emulator import RunningEmulator
 from voltpack.model import Node
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources.common import API_GROUP, API_VERSION
-from voltpack.operator.crds import install_crds
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 

@@ -20,8 +20,8 @@ from tests.integration.conftest import gpu_job_manifest, operator_thread, pod_ma
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.model.topology_request import KAI_REQUIRED, KUEUE_REQUIRED
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
 

@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client
 
 from tests.integration.conftest import binding, pod_manifest, wait_for
-from voltpack.operator.cache import ResourceCache, older_pod
-from voltpack.operator.kube import call_json
+from voltpack.operator.kube.cache import ResourceCache, older_pod
+from voltpack.operator.kube.client import call_json
 
 
 @pytest.fixture

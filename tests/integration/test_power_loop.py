@@ -28,8 +28,8 @@ from tests.fakes.state_file import read_state, update_state
 from tests.integration.conftest import pod_manifest, wait_for
 from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
-from voltpack.operator.crds import install_crds
 from voltpack.operator.gpunode_sync import GpuNodeSync
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import parse_policy
 from voltpack.store import PowerSample

@@ -23,9 +23,9 @@ from tests.integration.conftest import (
     wait_for,
 )
 from voltpack.emulator import EmulatorConfig, RunningEmulator
-from voltpack.operator.crds import install_crds
-from voltpack.operator.cycle import CyclePlan
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator
+from voltpack.operator.scheduling.plan import CyclePlan
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"

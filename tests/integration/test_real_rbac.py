@@ -49,10 +49,10 @@ from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.api.server import serving
 from voltpack.cli import _publish_loop as publish_loop
-from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
-from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.emulator.dra.slices import driver_device_classes, node_resource_slices
+from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.operator.gpunode_sync import GpuNodeSync
-from voltpack.operator.inference_admin import KubeInferenceSource
+from voltpack.operator.inference.admin import KubeInferenceSource
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import parse_policy
 from voltpack.telemetry.simulated import SimulatedBackend
@@ -84,13 +84,13 @@ cluster-scoped object or across all namespaces."""
 JUSTIFIED_UNUSED: dict[tuple[str, str, str, str, str, str], str] = {
     ("operator", "get", "voltpack.io", plural, "cluster", ""): (
         "a status write refused with 409 Conflict reads the object again "
-        "(voltpack/operator/status_writes.py; tests/integration/test_status_writes.py)"
+        "(voltpack/operator/kube/status_writes.py; tests/integration/test_status_writes.py)"
     )
     for plural in ("gpujobs", "queues", "powerbudgets")
 }
 JUSTIFIED_UNUSED[("operator", "get", "", "pods", "cluster", "")] = (
     "a gang member whose binding failed, or a gang seen partly bound, is read back "
-    "(voltpack/operator/binder.py, gang_undo.py; tests/integration/test_gang_binding.py)"
+    "(voltpack/operator/kube/binder.py, gang_undo.py; tests/integration/test_gang_binding.py)"
 )
 
 # thresholds: stage 1 at 60 % of the budget locks the clocks of low-priority GPUs, so a budget

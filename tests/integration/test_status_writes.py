@@ -11,8 +11,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest import gpu_job_manifest
-from voltpack.operator.crds import install_crds
-from voltpack.operator.jobs import FINALIZER, JobController
+from voltpack.operator.kube.crds import install_crds
+from voltpack.operator.scheduling.jobs import FINALIZER, JobController
 
 GROUP, VERSION, PLURAL = "voltpack.io", "v1alpha1", "gpujobs"
 RECOVERED = {

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tests.soak.world import Snapshot, gpu_indices, gpus_of, live
-from voltpack.operator.conventions import MIN_MEMBERS_ANNOTATION, POD_GROUP_ANNOTATION
+from voltpack.operator.kube.conventions import MIN_MEMBERS_ANNOTATION, POD_GROUP_ANNOTATION
 
 CLEAR_REASONS = ("Unschedulable", "InvalidSpec")
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.soak.kube import GROUP_PATH, Kube, KubeError
-from voltpack.operator.conventions import (
+from voltpack.operator.kube.conventions import (
     GPU_INDICES_ANNOTATION,
     MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,

@@ -9,21 +9,21 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voltpack.operator.admin_views import (
+from voltpack.operator.admin.views import (
     AdminViews,
     full_domain_views,
     full_job_views,
     full_node_views,
 )
-from voltpack.operator.cache import object_key
-from voltpack.operator.conventions import (
+from voltpack.operator.kube.cache import object_key
+from voltpack.operator.kube.conventions import (
     GPU_INDICES_ANNOTATION,
     MANUAL_CAP_ANNOTATION,
     PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
     SCHEDULER_NAME,
 )
-from voltpack.operator.translate import GPU_MODEL_LABELS, GPU_RESOURCE
+from voltpack.operator.kube.translate import GPU_MODEL_LABELS, GPU_RESOURCE
 
 Obj = dict[str, Any]
 NODES = [f"n{i}" for i in range(3)]

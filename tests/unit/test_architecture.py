@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -107,5 +108,90 @@ def test_the_emulator_imports_only_model_and_telemetry() -> None:
 
 def test_the_check_sees_imports() -> None:
     assert voltpack_imports(PACKAGE / "scheduler" / "cycle.py") >= {"model", "policies"}
-    assert "kubernetes" in third_party_imports(PACKAGE / "operator" / "binder.py")
-    assert "aiohttp" in third_party_imports(PACKAGE / "emulator" / "routes.py")
+    assert "kubernetes" in third_party_imports(PACKAGE / "operator" / "kube" / "binder.py")
+    assert "aiohttp" in third_party_imports(PACKAGE / "emulator" / "http" / "routes.py")
+    runner = module_level_imports(PACKAGE / "operator" / "runner.py")
+    assert "voltpack.operator.kube.cache" in runner
+
+
+MAX_ROOM_FILES = 25
+"""A package (or sub-package) holds at most this many modules at its top level (issue 31)."""
+
+
+def test_no_room_holds_more_than_25_modules() -> None:
+    crowded = {
+        str(folder.relative_to(PACKAGE.parent)): count
+        for folder in [PACKAGE, *(p.parent for p in PACKAGE.rglob("__init__.py"))]
+        if (count := len(list(folder.glob("*.py")))) > MAX_ROOM_FILES
+    }
+    assert not crowded, f"split these into sub-packages by concern: {crowded}"
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """voltpack modules imported when `path` is imported (not inside functions or
+    `if TYPE_CHECKING:` blocks), as dotted names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("voltpack.")}
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").startswith("voltpack")
+        ):
+            assert node.module is not None
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_no_import_cycles_between_modules() -> None:
+    modules = {
+        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
+            ".__init__"
+        ): path
+        for path in PACKAGE.rglob("*.py")
+    }
+    graph = {
+        name: {
+            target
+            for target in module_level_imports(path) & modules.keys()
+            if target != name and not name.startswith(target + ".")
+        }
+        for name, path in modules.items()
+    }
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
+
+
+# operator sub-package -> operator sub-packages it may import: kube/ is the plumbing under all
+OPERATOR_ROOMS = {
+    "kube": set(),
+    "dra": {"kube"},
+    "inference": {"kube"},
+    "power": {"kube", "scheduling"},
+    "scheduling": {"kube", "dra", "power"},
+    "admin": {"kube", "scheduling", "dra", "power", "inference"},
+}
+
+
+@pytest.mark.parametrize("room", sorted(OPERATOR_ROOMS))
+def test_operator_rooms_import_inward(room: str) -> None:
+    violations = []
+    for module in sorted((PACKAGE / "operator" / room).rglob("*.py")):
+        for name in module_level_imports(module):
+            parts = name.split(".")
+            if parts[:2] != ["voltpack", "operator"] or len(parts) < 3:
+                continue
+            target = parts[2]
+            if target != room and target not in OPERATOR_ROOMS[room]:
+                violations.append(f"{module.relative_to(PACKAGE)} imports {name}")
+    assert not violations, "; ".join(violations)
+
+
+def test_the_operator_rooms_are_all_listed() -> None:
+    rooms = {p.parent.name for p in (PACKAGE / "operator").glob("*/__init__.py")}
+    assert rooms == set(OPERATOR_ROOMS)

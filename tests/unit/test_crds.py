@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from voltpack.model.resources import RESOURCE_KINDS, GpuJobSpec, PowerBudgetSpec
-from voltpack.operator.crds import crd_file_name, crd_manifest, render, structural_schema
+from voltpack.operator.kube.crds import crd_file_name, crd_manifest, render, structural_schema
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "helm" / "voltpack" / "crds"
 KINDS = {kind.kind: kind for kind in RESOURCE_KINDS}

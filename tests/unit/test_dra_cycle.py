@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
+from voltpack.emulator.dra.slices import driver_device_classes, node_resource_slices
 from voltpack.model import Node
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.workload import Pod
-from voltpack.operator.cluster_view import build_snapshot
-from voltpack.operator.dra_cycle import DraCycle
-from voltpack.operator.dra_devices import device_kind
-from voltpack.operator.translate import node_to_k8s
+from voltpack.operator.dra.cycle import DraCycle
+from voltpack.operator.dra.devices import device_kind
+from voltpack.operator.kube.translate import node_to_k8s
+from voltpack.operator.scheduling.cluster_view import build_snapshot
 from voltpack.scheduler.device_selectors import DeviceSelectors
 from voltpack.scheduler.dra_allocation import Unsatisfiable
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from voltpack.emulator.dra_slices import node_resource_slices
+from voltpack.emulator.dra.slices import node_resource_slices
 from voltpack.model.devices import DeviceId
-from voltpack.operator.dra_figures import (
+from voltpack.operator.dra.figures import (
     dra_device_counts,
     kind_of,
     pod_devices,
     published_devices,
 )
-from voltpack.operator.dra_view import allocation_results
+from voltpack.operator.dra.view import allocation_results
 
 SLICES = node_resource_slices("node-a", "H100", None) + node_resource_slices("node-b", "H100", None)
 """Two nodes of 8 GPUs and 4 RDMA NICs (one per PCIe root of two GPUs)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from voltpack.emulator.dra_slices import node_resource_slices
+from voltpack.emulator.dra.slices import node_resource_slices
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from voltpack.emulator.dra_slices import (
+from voltpack.emulator.dra.slices import (
     default_host_layout,
     driver_device_classes,
     node_resource_slices,
     pcie_roots,
 )
-from voltpack.emulator.dra_validation import validate_device_class, validate_resource_slice
+from voltpack.emulator.dra.validation import validate_device_class, validate_resource_slice
 from voltpack.model.host_layout import HostLayout, HostNic
 
 

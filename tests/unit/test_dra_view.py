@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from voltpack.model.devices import DeviceConstraint, DeviceId, OpaqueConfig
-from voltpack.operator.dra_view import (
+from voltpack.operator.dra.view import (
     claim_state,
     device_classes,
     devices_by_node,

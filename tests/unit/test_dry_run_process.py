@@ -8,9 +8,9 @@ import time
 import pytest
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-from voltpack.operator.cache import ResourceCache
-from voltpack.operator.dry_run import DRY_RUN_KINDS, plan_dry_run
-from voltpack.operator.dry_run_process import DryRunProcessError, run_in_child
+from voltpack.operator.admin.dry_run import DRY_RUN_KINDS, plan_dry_run
+from voltpack.operator.admin.dry_run_process import DryRunProcessError, run_in_child
+from voltpack.operator.kube.cache import ResourceCache
 from voltpack.policies.schema import example_policy_path, load_policy
 
 

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from voltpack.model import Node
 from voltpack.model.resources import GpuJobSpec
-from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.gang_recovery import GangRecovery, join_ranks
-from voltpack.operator.gpu_faults import GpuFaultSeen, isolation_of
-from voltpack.operator.jobs import WorkerPlan, worker_pod
-from voltpack.operator.translate import node_to_k8s
+from voltpack.operator.kube.translate import node_to_k8s
+from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
+from voltpack.operator.scheduling.gang_recovery import GangRecovery, join_ranks
+from voltpack.operator.scheduling.gpu_faults import GpuFaultSeen, isolation_of
+from voltpack.operator.scheduling.jobs import WorkerPlan, worker_pod
 from voltpack.scheduler.fault_recovery import RecoveryPolicy
 
 

@@ -1,4 +1,5 @@
-"""CRD validation rules in the emulator, evaluated with cel-python (voltpack/emulator/cel.py)."""
+"""CRD validation rules in the emulator, evaluated with cel-python
+(voltpack/emulator/admission/cel.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from voltpack.emulator.cel import CelError, compile_rule, has_rules, rule_causes
+from voltpack.emulator.admission.cel import CelError, compile_rule, has_rules, rule_causes
 
 
 @pytest.mark.parametrize(

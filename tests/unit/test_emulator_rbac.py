@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from voltpack.emulator.rbac import (
+from voltpack.emulator.access.rbac import (
     NonResourceAttributes,
     PolicyRule,
     RbacPolicy,

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from voltpack.emulator.auth import (
+from voltpack.emulator.access.auth import (
     ANONYMOUS_USER,
     Authenticator,
     RequestIdentity,
     parse_token_file,
     request_user,
 )
+from voltpack.emulator.access.rbac import RbacPolicy, UserInfo
 from voltpack.emulator.errors import ApiError, EmulatorError
-from voltpack.emulator.rbac import RbacPolicy, UserInfo
 
 
 def test_token_file_columns_groups_comments_and_blank_lines() -> None:

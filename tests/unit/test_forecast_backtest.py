@@ -14,7 +14,7 @@ from voltpack.forecast.backtest import backtest, summarise
 from voltpack.forecast.batch import PerSeries
 from voltpack.forecast.conformal import HorizonConformal, conformal_quantile, horizon_bucket
 from voltpack.forecast.drift import DriftMonitor, DriftPolicy, compare_refit_policies, saving
-from voltpack.forecast.seasonal_naive import SeasonalNaive
+from voltpack.forecast.models.seasonal_naive import SeasonalNaive
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.splits import rolling_origins
 from voltpack.model.errors import ForecastError

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import norm
 from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-from voltpack.forecast.ets import ExponentialSmoothing
+from voltpack.forecast.models.ets import ExponentialSmoothing
 from voltpack.forecast.series import TimeSeries
 
 LEVELS = (0.1, 0.5, 0.9, 0.99)

@@ -3,7 +3,7 @@ length gets, and that short histories are walked on their own scale, not skipped
 
 from __future__ import annotations
 
-from voltpack.forecast.tail_walk import MIN_ORIGINS, TailPlan, plan_tail
+from voltpack.forecast.models.tail_walk import MIN_ORIGINS, TailPlan, plan_tail
 
 
 def test_a_long_history_gets_every_origin_at_the_full_horizon() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from voltpack.operator.conventions import GANG_BINDING_ANNOTATION
-from voltpack.operator.gang_undo import partial_gangs
+from voltpack.operator.kube.conventions import GANG_BINDING_ANNOTATION
+from voltpack.operator.scheduling.gang_undo import partial_gangs
 
 
 def pod(name: str, attempt: str | None, node: str | None = None, **extra: Any) -> dict[str, Any]:

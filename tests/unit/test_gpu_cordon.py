@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voltpack.model import Node
-from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.cycle import plan_cycle
-from voltpack.operator.gpu_faults import GpuFaultSeen, gpu_faults
-from voltpack.operator.translate import node_to_k8s
+from voltpack.operator.kube.translate import node_to_k8s
+from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
+from voltpack.operator.scheduling.gpu_faults import GpuFaultSeen, gpu_faults
+from voltpack.operator.scheduling.plan import plan_cycle
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.fault_recovery import RecoveryPolicy

@@ -19,14 +19,14 @@ from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.topology import ClusterTopology
 from voltpack.model.topology_request import TopologyRequest
 from voltpack.model.workload import Pod, PodGroup
-from voltpack.operator.inference_kv import (
+from voltpack.operator.inference.kv import (
     ASSUMED_GBYTE_S,
     group_loads,
     plan_with_kv,
     planned_need,
     restored,
 )
-from voltpack.operator.inference_plans import (
+from voltpack.operator.inference.plans import (
     ClusterProfiles,
     plan_request,
     plannable_types,

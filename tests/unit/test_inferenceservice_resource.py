@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources import RESOURCE_KINDS, InferenceServiceSpec, InferenceServiceStatus
-from voltpack.operator.crds import crd_file_name, crd_manifest, render
-from voltpack.operator.inference_plans import check_spec
-from voltpack.operator.inference_services import describe_invalid
+from voltpack.operator.inference.plans import check_spec
+from voltpack.operator.inference.services import describe_invalid
+from voltpack.operator.kube.crds import crd_file_name, crd_manifest, render
 
 REPO = Path(__file__).resolve().parents[2]
 KIND = next(kind for kind in RESOURCE_KINDS if kind.kind == "InferenceService")

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from urllib3.exceptions import ReadTimeoutError
 
-from voltpack.operator.kube import REQUEST_TIMEOUT_S, call_json
+from voltpack.operator.kube.client import REQUEST_TIMEOUT_S, call_json
 
 
 @pytest.fixture

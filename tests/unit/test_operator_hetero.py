@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from voltpack.model.errors import PolicyError
-from voltpack.operator.hetero import (
+from voltpack.operator.scheduling.hetero import (
     JOB_TYPE_ANNOTATION,
     MEASURED_THROUGHPUT_ANNOTATION,
     HeteroAllocator,

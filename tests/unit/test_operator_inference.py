@@ -15,22 +15,22 @@ from voltpack.model import Node
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources import InferenceServiceSpec
 from voltpack.model.resources.inferenceservice import PlannedGroup
-from voltpack.operator.inference_plans import (
+from voltpack.operator.inference.plans import (
     ClusterProfiles,
     cluster_gpu_shapes,
     request_mix_of,
     spec_hash,
 )
-from voltpack.operator.inference_pods import replica_pod
-from voltpack.operator.inference_rates import (
+from voltpack.operator.inference.pods import replica_pod
+from voltpack.operator.inference.rates import (
     MIN_PLANNING_RATE_PER_S,
     RateHistory,
     RateTracker,
     parse_observed_rate,
 )
-from voltpack.operator.inference_services import InferenceServiceController, replan_reason
-from voltpack.operator.power_objects import is_throughput_bound
-from voltpack.operator.translate import node_to_k8s, pod_from_k8s, pod_priority
+from voltpack.operator.inference.services import InferenceServiceController, replan_reason
+from voltpack.operator.kube.translate import node_to_k8s, pod_from_k8s, pod_priority
+from voltpack.operator.power.objects import is_throughput_bound
 from voltpack.policies.inference.scaling import PlanningRate
 
 RATE = "voltpack.io/observed-rate-per-second"

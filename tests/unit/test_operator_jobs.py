@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from voltpack.model.resources import GpuJobSpec
-from voltpack.operator.jobs import job_status, worker_pod
-from voltpack.operator.translate import pod_from_k8s
+from voltpack.operator.kube.translate import pod_from_k8s
+from voltpack.operator.scheduling.jobs import job_status, worker_pod
 
 JOB: dict[str, Any] = {
     "metadata": {"name": "train", "namespace": "ml", "uid": "u-1", "generation": 2},

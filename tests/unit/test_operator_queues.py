@@ -6,9 +6,14 @@ from typing import Any
 
 from tests.unit.builders import gpu_node, snapshot_of
 from voltpack.model.resources import GpuJobSpec
-from voltpack.operator.cluster_view import pending_work
-from voltpack.operator.jobs import worker_pod
-from voltpack.operator.queues import pending_queues, queue_conditions, queue_tree, running_gangs
+from voltpack.operator.scheduling.cluster_view import pending_work
+from voltpack.operator.scheduling.jobs import worker_pod
+from voltpack.operator.scheduling.queues import (
+    pending_queues,
+    queue_conditions,
+    queue_tree,
+    running_gangs,
+)
 from voltpack.scheduler.queue_cycle import QueueReport
 
 

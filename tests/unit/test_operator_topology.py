@@ -12,16 +12,16 @@ from pydantic import ValidationError
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources import GpuJobSpec
 from voltpack.model.topology_request import TopologyRequest
-from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.jobs import worker_pod
+from voltpack.operator.kube.translate import pod_from_k8s
 from voltpack.operator.metrics import step_slowdowns
-from voltpack.operator.topology_view import (
+from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
+from voltpack.operator.scheduling.jobs import worker_pod
+from voltpack.operator.scheduling.topology_view import (
     gpunode_layouts,
     hold_topology_gangs,
     make_placer,
     topology_cycle,
 )
-from voltpack.operator.translate import pod_from_k8s
 from voltpack.policies.schema import TopologyPolicySpec
 
 NICS = [

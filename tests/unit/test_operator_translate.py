@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from voltpack.model import InvalidRequestError, Node
-from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.cycle import plan_cycle
-from voltpack.operator.translate import (
+from voltpack.operator.kube.translate import (
     gpu_indices,
     node_from_k8s,
     node_to_k8s,
     pod_from_k8s,
     pod_priority,
 )
+from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
+from voltpack.operator.scheduling.plan import plan_cycle
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from voltpack.model.resources import PowerBudgetSpec
-from voltpack.operator.power_objects import (
+from voltpack.operator.power.objects import (
     longer_brake,
     persisted_brake,
     resolve_domains,

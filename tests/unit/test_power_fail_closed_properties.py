@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voltpack.model.resources import PowerBudgetSpec
-from voltpack.operator.power_objects import persisted_brake, resolve_domains, status_of
+from voltpack.operator.power.objects import persisted_brake, resolve_domains, status_of
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import PowerController, Telemetry
 from voltpack.power.freshness import ArrivalClock

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from voltpack.operator.conventions import MANUAL_CAP_ANNOTATION
-from voltpack.operator.power_objects import (
+from voltpack.operator.kube.conventions import MANUAL_CAP_ANNOTATION
+from voltpack.operator.power.objects import (
     gpus_running,
     high_priority_gpus,
     is_throughput_bound,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from voltpack.operator.step_reports import (
+from voltpack.operator.scheduling.step_reports import (
     MAX_ENTRIES,
     STEP_TIMES_ANNOTATION,
     StepReportError,

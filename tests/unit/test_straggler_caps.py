@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from voltpack.operator.step_reports import RankReport
-from voltpack.operator.straggler_caps import CapSlowdowns, GpuReadings
+from voltpack.operator.power.straggler_caps import CapSlowdowns, GpuReadings
+from voltpack.operator.scheduling.step_reports import RankReport
 
 
 def report(node: str | None, gpus: tuple[int, ...]) -> RankReport:

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from voltpack.operator.step_reports import STEP_TIMES_ANNOTATION, RankReport
-from voltpack.operator.straggler_caps import RankReadings
-from voltpack.operator.straggler_watch import StragglerWatch
+from voltpack.operator.power.straggler_caps import RankReadings
+from voltpack.operator.scheduling.step_reports import STEP_TIMES_ANNOTATION, RankReport
+from voltpack.operator.scheduling.straggler_watch import StragglerWatch
 
 
 def worker(

@@ -49,8 +49,8 @@ What it simplifies, compared with a real kube-apiserver:
 
 from voltpack.emulator.errors import EmulatorError
 from voltpack.emulator.faults import FaultRule, Faults
+from voltpack.emulator.http.server import create_app
 from voltpack.emulator.runner import RunningEmulator, run, running_emulator, serve
-from voltpack.emulator.server import create_app
 from voltpack.emulator.state import EmulatorConfig, EmulatorState
 
 __all__ = [

@@ -19,7 +19,7 @@ import hashlib
 import logging
 from collections.abc import Callable
 
-from voltpack.emulator.dra_kubelet import FAILED_PREPARE_REASON, unprepared_claim
+from voltpack.emulator.dra.kubelet import FAILED_PREPARE_REASON, unprepared_claim
 from voltpack.emulator.errors import ApiError
 from voltpack.emulator.objects import JsonObj, is_deleting, name_of, namespace_of, timestamp
 from voltpack.emulator.operations import Operations

@@ -21,7 +21,10 @@ from typing import Any
 
 import yaml
 
-from voltpack.emulator import cel, priority, strategies
+from voltpack.emulator.admission import cel, priority, strategies
+from voltpack.emulator.admission.schema import apply_defaults, prune
+from voltpack.emulator.admission.schema import validate as validate_schema
+from voltpack.emulator.admission.validation import validate_metadata
 from voltpack.emulator.binding import bind
 from voltpack.emulator.deletion import Deletion
 from voltpack.emulator.errors import (
@@ -66,11 +69,8 @@ from voltpack.emulator.resources import (
     ResourceRegistry,
     ResourceType,
 )
-from voltpack.emulator.schema import apply_defaults, prune
-from voltpack.emulator.schema import validate as validate_schema
 from voltpack.emulator.selectors import FieldSelector, LabelSelector
 from voltpack.emulator.store import Store
-from voltpack.emulator.validation import validate_metadata
 from voltpack.model import safe_yaml
 
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})

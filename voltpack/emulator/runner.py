@@ -15,7 +15,7 @@ from aiohttp import web
 
 from voltpack.emulator.errors import EmulatorError
 from voltpack.emulator.faults import Faults
-from voltpack.emulator.server import create_app
+from voltpack.emulator.http.server import create_app
 from voltpack.emulator.state import EmulatorConfig, EmulatorState
 from voltpack.model import Node
 

@@ -8,17 +8,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from voltpack.emulator.auth import Authenticator, load_token_file
-from voltpack.emulator.discovery import KUBERNETES_VERSION
-from voltpack.emulator.dra_controller import ResourceClaimController
-from voltpack.emulator.dra_slices import driver_device_classes, node_resource_slices
+from voltpack.emulator.access.auth import Authenticator, load_token_file
+from voltpack.emulator.access.rbac import RbacPolicy
+from voltpack.emulator.dra.controller import ResourceClaimController
+from voltpack.emulator.dra.slices import driver_device_classes, node_resource_slices
 from voltpack.emulator.errors import ApiError, EmulatorError
 from voltpack.emulator.faults import Faults
+from voltpack.emulator.http.discovery import KUBERNETES_VERSION
 from voltpack.emulator.lifecycle import PodLifecycle
 from voltpack.emulator.nodes import node_object
 from voltpack.emulator.objects import Clock, JsonObj, utc_now
 from voltpack.emulator.operations import SYSTEM_NAMESPACES, Operations
-from voltpack.emulator.rbac import RbacPolicy
 from voltpack.emulator.resources import (
     CLUSTERROLEBINDINGS,
     CLUSTERROLES,

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 from voltpack.forecast.batch import PerSeries
-from voltpack.forecast.ensemble import Ensemble
-from voltpack.forecast.ets import ExponentialSmoothing
-from voltpack.forecast.global_gbm import GlobalBoost
+from voltpack.forecast.models.ensemble import Ensemble
+from voltpack.forecast.models.ets import ExponentialSmoothing
+from voltpack.forecast.models.global_gbm import GlobalBoost
+from voltpack.forecast.models.seasonal_naive import SeasonalNaive
 from voltpack.forecast.names import forecaster_names
 from voltpack.forecast.protocol import BatchForecaster
-from voltpack.forecast.seasonal_naive import SeasonalNaive
 from voltpack.forecast.select import TailSelect
 from voltpack.model.errors import ForecastError
 

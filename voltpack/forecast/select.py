@@ -41,10 +41,10 @@ import numpy as np
 
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
 from voltpack.forecast.metrics import mean_pinball_loss
+from voltpack.forecast.models.tail_walk import TailPlan, heads, plan_tail, tail_steps, two_seasons
 from voltpack.forecast.protocol import BatchForecaster
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.forecast.single_from_batch import SingleFromBatch
-from voltpack.forecast.tail_walk import TailPlan, heads, plan_tail, tail_steps, two_seasons
 from voltpack.forecast.width_calibration import MEDIAN, RatioScores, WidthCalibration
 from voltpack.model.errors import ForecastError
 

@@ -1,7 +1,7 @@
 """Devices and device claims as Dynamic Resource Allocation (`resource.k8s.io/v1`) states them.
 
 Pure data, independent of Kubernetes' JSON: the operator parses ResourceSlices, DeviceClasses
-and ResourceClaims into these types (`voltpack.operator.dra_view`), the decision core chooses
+and ResourceClaims into these types (`voltpack.operator.dra.view`), the decision core chooses
 devices for claims (`voltpack.scheduler.dra_allocation`), and the operator writes the choice
 back as each claim's `status.allocation`.
 

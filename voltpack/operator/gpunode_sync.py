@@ -28,7 +28,7 @@ from kubernetes.client import CustomObjectsApi
 from pydantic import ValidationError
 
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuNodeSpec, GpuNodeStatus
-from voltpack.operator.kube import api_message, call_json, status_code
+from voltpack.operator.kube.client import api_message, call_json, status_code
 from voltpack.telemetry.device import (
     ActuationResult,
     GpuBackend,

@@ -21,13 +21,13 @@ from prometheus_client.registry import Collector
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
-from voltpack.operator.conventions import (
+from voltpack.operator.dra.figures import DeviceCountKey, dra_device_counts
+from voltpack.operator.kube.conventions import (
     IDEAL_STEP_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREDICTED_STEP_ANNOTATION,
 )
-from voltpack.operator.dra_figures import DeviceCountKey, dra_device_counts
-from voltpack.operator.power_metrics import PowerCollector
+from voltpack.operator.power.metrics import PowerCollector
 from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
 
 

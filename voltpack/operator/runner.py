@@ -24,26 +24,25 @@ from voltpack.model.decision import Placement
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
-from voltpack.operator.bind_pool import GangBinding, bind_gangs, with_claims
-from voltpack.operator.binder import UNDONE_REASON, binding_annotations, controlled, record_event
-from voltpack.operator.cache import ResourceCache, older_pod
-from voltpack.operator.cluster_view import build_snapshot, pending_work
-from voltpack.operator.conventions import (
+from voltpack.operator.dra.support import DraSupport, GangClaims
+from voltpack.operator.inference.services import InferenceServiceController
+from voltpack.operator.kube.binder import (
+    UNDONE_REASON,
+    binding_annotations,
+    controlled,
+    record_event,
+)
+from voltpack.operator.kube.cache import ResourceCache, older_pod
+from voltpack.operator.kube.conventions import (
     IDEAL_STEP_ANNOTATION,
     PLACEMENT_REASON_ANNOTATION,
     PREDICTED_STEP_ANNOTATION,
     SCHEDULER_NAME,
 )
-from voltpack.operator.cycle import CyclePlan, QueueContext, plan_cycle
-from voltpack.operator.dra_support import DraSupport, GangClaims
-from voltpack.operator.gang_recovery import GangRecovery, join_ranks
-from voltpack.operator.gang_undo import PartialGangs
-from voltpack.operator.gpu_faults import gpu_faults, isolation_of
-from voltpack.operator.hetero import HeteroAllocator, HeteroCycle
-from voltpack.operator.inference_services import InferenceServiceController
-from voltpack.operator.job_history import JobHistoryRecorder
-from voltpack.operator.jobs import JobController, owning_job
-from voltpack.operator.leader import LeaderElector
+from voltpack.operator.kube.leader import LeaderElector
+from voltpack.operator.kube.policy_reload import PolicyWatcher
+from voltpack.operator.kube.setup_problems import served_voltpack_plurals, setup_log_for
+from voltpack.operator.kube.translate import pod_from_k8s, pod_key
 from voltpack.operator.metrics import (
     ClusterFigures,
     MetricsServer,
@@ -52,22 +51,33 @@ from voltpack.operator.metrics import (
     power_domains,
     step_slowdowns,
 )
-from voltpack.operator.policy_reload import PolicyWatcher
-from voltpack.operator.power_loop import PowerCaches, PowerLoop
-from voltpack.operator.queues import QueueWriter, pending_queues, queue_tree, running_gangs
-from voltpack.operator.setup_problems import served_voltpack_plurals, setup_log_for
-from voltpack.operator.step_reports import RankReport
-from voltpack.operator.straggler_caps import CapSlowdowns, GpuReadings, RankReadings
-from voltpack.operator.straggler_watch import StragglerWatch
-from voltpack.operator.topology_view import (
+from voltpack.operator.power.loop import PowerCaches, PowerLoop
+from voltpack.operator.power.straggler_caps import CapSlowdowns, GpuReadings, RankReadings
+from voltpack.operator.scheduling.bind_pool import GangBinding, bind_gangs, with_claims
+from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
+from voltpack.operator.scheduling.gang_recovery import GangRecovery, join_ranks
+from voltpack.operator.scheduling.gang_undo import PartialGangs
+from voltpack.operator.scheduling.gpu_faults import gpu_faults, isolation_of
+from voltpack.operator.scheduling.hetero import HeteroAllocator, HeteroCycle
+from voltpack.operator.scheduling.job_history import JobHistoryRecorder
+from voltpack.operator.scheduling.jobs import JobController, owning_job
+from voltpack.operator.scheduling.plan import CyclePlan, QueueContext, plan_cycle
+from voltpack.operator.scheduling.queues import (
+    QueueWriter,
+    pending_queues,
+    queue_tree,
+    running_gangs,
+)
+from voltpack.operator.scheduling.step_reports import RankReport
+from voltpack.operator.scheduling.straggler_watch import StragglerWatch
+from voltpack.operator.scheduling.topology_view import (
     GpuNodeLayouts,
     TopologyStatusWriter,
     hold_topology_gangs,
     make_placer,
     topology_cycle,
 )
-from voltpack.operator.training_rounds import carry_out_move
-from voltpack.operator.translate import pod_from_k8s, pod_key
+from voltpack.operator.scheduling.training_rounds import carry_out_move
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile

@@ -25,8 +25,8 @@ from voltpack.api.simulations import SimulationRunner
 from voltpack.api.store_history import StoreHistory
 from voltpack.emulator import RunningEmulator
 from voltpack.forecast.default_model import DEFAULT_MODEL
-from voltpack.operator.admin_source import KubeAdminSource
-from voltpack.operator.crds import install_crds
+from voltpack.operator.admin.source import KubeAdminSource
+from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import OperatorConfig
 from voltpack.policies.schema import example_policy_path, load_policy
 from voltpack.store import BufferedStore, PowerSample

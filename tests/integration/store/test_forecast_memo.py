@@ -20,7 +20,7 @@ from voltpack.api.auth import StaticTokens
 from voltpack.api.forecast_memo import ForecastMemo
 from voltpack.api.store_history import StoreHistory
 from voltpack.emulator import RunningEmulator
-from voltpack.operator.admin_source import KubeAdminSource
+from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.policies.schema import example_policy_path, load_policy
 from voltpack.store import BufferedStore, PowerSample
 

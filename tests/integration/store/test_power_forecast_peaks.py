@@ -11,7 +11,7 @@ import sqlalchemy
 from prometheus_client import CollectorRegistry
 
 from tests.integration.store.conftest import Outage
-from voltpack.operator.power_forecasts import ForecastPeaks
+from voltpack.operator.power.forecasts import ForecastPeaks
 from voltpack.policies.schema import PowerForecastSpec
 from voltpack.store import BufferedStore, PowerSample, Store
 
@@ -74,7 +74,7 @@ def test_a_domain_without_history_has_no_forecast_and_says_so_once(
 ) -> None:
     record(buffered, "row-1", days=1)
     peaks = ForecastPeaks(SPEC, buffered)
-    with caplog.at_level(logging.INFO, logger="voltpack.operator.power_forecasts"):
+    with caplog.at_level(logging.INFO, logger="voltpack.operator.power.forecasts"):
         assert peaks.refresh(NOW_S, [("row-1", BUDGET_W), ("row-2", BUDGET_W)])
         assert peaks.refresh(NOW_S + 300.0, [("row-1", BUDGET_W), ("row-2", BUDGET_W)])
     assert set(peaks.current(NOW_S + 300.0)) == {"row-1"}

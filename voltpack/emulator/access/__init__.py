@@ -1,0 +1,1 @@
+"""Who may do what in the emulator: authentication, RBAC, access reviews."""

@@ -1,0 +1,1 @@
+"""What the admin API reads from the cluster: views, tallies, policy dry runs."""

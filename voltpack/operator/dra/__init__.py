@@ -1,0 +1,2 @@
+"""Dynamic Resource Allocation adapters: ResourceSlices and claims, allocation writes,
+figures."""

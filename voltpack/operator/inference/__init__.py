@@ -1,0 +1,1 @@
+"""InferenceService adapters: plans, pods, KV-cache routing, request rates, admin view."""

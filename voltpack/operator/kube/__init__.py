@@ -1,0 +1,2 @@
+"""Kubernetes plumbing: API calls, caches, leader election, CRDs, bindings and Events,
+status writes."""
