@@ -21,7 +21,7 @@ from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
 from voltpack.model import Node
 from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator
-from voltpack.operator.scheduling.plan import CyclePlan
+from voltpack.scheduler.session import Plan
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"
@@ -62,7 +62,7 @@ class Driver:
     def __init__(self, operator: Operator) -> None:
         self.operator = operator
 
-    def cycle(self) -> CyclePlan:
+    def cycle(self) -> Plan:
         assert self.operator.elector.try_acquire_or_renew()
         return self.operator.run_cycle()
 

@@ -25,7 +25,7 @@ from tests.integration.conftest import (
 from voltpack.emulator import EmulatorConfig, RunningEmulator
 from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator
-from voltpack.operator.scheduling.plan import CyclePlan
+from voltpack.scheduler.session import Plan
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
 LEASE_NAMESPACE = "voltpack-system"
@@ -49,7 +49,7 @@ class Driver:
         self.operator = operator
         self.core = core
 
-    def cycle(self) -> CyclePlan:
+    def cycle(self) -> Plan:
         assert self.operator.elector.try_acquire_or_renew()
         return self.operator.run_cycle()
 

@@ -12,10 +12,10 @@ from voltpack.model import Node
 from voltpack.operator.kube.translate import node_to_k8s
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
 from voltpack.operator.scheduling.gpu_faults import GpuFaultSeen, gpu_faults
-from voltpack.operator.scheduling.plan import plan_cycle
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.fault_recovery import RecoveryPolicy
+from voltpack.scheduler.session import decide
 
 
 def k8s_pod(
@@ -172,7 +172,7 @@ def test_a_cordoned_gpu_never_receives_a_new_pod(
     scheduler = Scheduler.with_random_ranks(
         make_strategy("best-fit"), node_count, np.random.default_rng(seed)
     )
-    plan = plan_cycle(scheduler, snapshot, pending_work(pods), np.random.default_rng(seed))
+    plan = decide(scheduler, snapshot, pending_work(pods), np.random.default_rng(seed))
     taken = set()
     for fault in faults:
         node = int(fault.node.split("-")[1])

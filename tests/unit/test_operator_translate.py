@@ -16,9 +16,9 @@ from voltpack.operator.kube.translate import (
     pod_priority,
 )
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
-from voltpack.operator.scheduling.plan import plan_cycle
 from voltpack.policies.registry import make_strategy
 from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.session import decide
 
 
 def k8s_pod(
@@ -147,7 +147,7 @@ def test_a_gang_that_does_not_fit_is_not_placed_and_says_why() -> None:
     pods = [k8s_pod(f"w{i}", gpus=2, annotations=gang) for i in range(4)]
     snapshot = build_snapshot(nodes, [])
     scheduler = Scheduler.with_random_ranks(make_strategy("best-fit"), 3, np.random.default_rng(0))
-    plan = plan_cycle(scheduler, snapshot, pending_work(pods), np.random.default_rng(0))
+    plan = decide(scheduler, snapshot, pending_work(pods), np.random.default_rng(0))
     assert plan.gangs == []
     assert set(plan.unplaced) == {f"default/w{i}" for i in range(4)}
     assert "only 3 of min 4" in plan.unplaced["default/w0"]
@@ -160,7 +160,7 @@ def test_a_fitting_gang_is_placed_whole() -> None:
     pods = [k8s_pod(f"w{i}", gpus=2, annotations=gang) for i in range(4)]
     snapshot = build_snapshot(nodes, [])
     scheduler = Scheduler.with_random_ranks(make_strategy("best-fit"), 4, np.random.default_rng(0))
-    plan = plan_cycle(scheduler, snapshot, pending_work(pods), np.random.default_rng(0))
+    plan = decide(scheduler, snapshot, pending_work(pods), np.random.default_rng(0))
     assert len(plan.gangs) == 1
     assert sorted(p.node for p in plan.gangs[0]) == ["n0", "n1", "n2", "n3"]
     assert plan.unplaced == {}

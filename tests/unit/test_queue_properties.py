@@ -29,8 +29,9 @@ from tests.unit.builders import gpu_node, scheduler_for, snapshot_of, whole_pod
 from voltpack.model import PodGroup
 from voltpack.model.resources import QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.work import RunningGang
 from voltpack.policies.fair_share import FairShareOrdering
-from voltpack.scheduler.preemption import PreemptionRules, RunningGang
+from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import (
     PendingGang,
     QueueCyclePlan,

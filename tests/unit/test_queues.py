@@ -13,6 +13,7 @@ from tests.unit.builders import gpu_node, scheduler_for, snapshot_of, whole_pod
 from voltpack.model import PodGroup, PolicyError
 from voltpack.model.resources import QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.work import RunningGang
 from voltpack.policies.fair_share import (
     FairShareOrdering,
     PriorityFifoOrdering,
@@ -21,7 +22,7 @@ from voltpack.policies.fair_share import (
 )
 from voltpack.policies.schema import parse_policy
 from voltpack.policies.strategy import pick_best_fit_gpus
-from voltpack.scheduler.preemption import PreemptionRules, RunningGang
+from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import PendingGang, QueueCyclePlan, schedule_queues
 from voltpack.scheduler.queues import DEFAULT_QUEUE, QueueTree, QueueUsage
 

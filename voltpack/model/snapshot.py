@@ -29,6 +29,10 @@ FloatArray = npt.NDArray[np.float64]
 NO_GPU_MODEL = -1
 
 
+JournalEntry = tuple[int, int, Pod, tuple[int, ...], tuple[int, ...]]
+"""(+1 allocate or -1 release, node, pod, GPU indices, NIC slots): one change to a snapshot."""
+
+
 def gpu_pod_kind(pod: Pod) -> int:
     """Kind of a GPU pod: 0 for a share of one GPU, k for k whole GPUs."""
     return 0 if pod.is_gpu_sharing else pod.num_gpu
@@ -62,6 +66,9 @@ class ClusterSnapshot:
     nic_free_pct: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     """Per node and NIC slot: percent of the NIC's bandwidth still free (0 for absent slots)."""
     _index_by_name: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    journal: list[JournalEntry] | None = field(default=None, repr=False, compare=False)
+    """While a statement is open (`scheduler/statement.py`): every allocate (+1) and release
+    (-1) in order, so that a checkpoint can be rolled back; None: nothing is recorded."""
 
     def __post_init__(self) -> None:
         count = len(self.node_names)
@@ -216,6 +223,8 @@ class ClusterSnapshot:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
             if self.power is not None:
                 self.power.take(node, pod)
+        if self.journal is not None:
+            self.journal.append((1, node, pod, tuple(gpu_indices), tuple(nics)))
 
     def release(
         self, node: int, pod: Pod, gpu_indices: Sequence[int], nic_indices: Sequence[int] = ()
@@ -246,6 +255,8 @@ class ClusterSnapshot:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
             if self.power is not None:
                 self.power.take(node, pod, sign=-1.0)
+        if self.journal is not None:
+            self.journal.append((-1, node, pod, tuple(gpus), tuple(nics)))
 
     def _checked_nics(self, node: int, pod: Pod, nic_indices: Sequence[int]) -> list[int]:
         """`nic_indices` as a list, after checking they suit the pod: one present RDMA NIC slot

@@ -24,7 +24,7 @@ from voltpack.model.decision import Placement
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
-from voltpack.operator.dra.support import DraSupport, GangClaims
+from voltpack.operator.dra.support import ClaimReserver, DraSupport, GangClaims
 from voltpack.operator.inference.services import InferenceServiceController
 from voltpack.operator.kube.binder import (
     UNDONE_REASON,
@@ -61,7 +61,6 @@ from voltpack.operator.scheduling.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.scheduling.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.scheduling.job_history import JobHistoryRecorder
 from voltpack.operator.scheduling.jobs import JobController, owning_job
-from voltpack.operator.scheduling.plan import CyclePlan, QueueContext, plan_cycle
 from voltpack.operator.scheduling.queues import (
     QueueWriter,
     pending_queues,
@@ -85,6 +84,7 @@ from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.fault_recovery import recovery_policy
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import snapshot_capacity
+from voltpack.scheduler.session import Plan, SessionQueues, decide
 from voltpack.store import BufferedStore, DecisionRecord, RetentionSettings
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class OperatorStats:
     """Training jobs preempted at a round boundary to run on another GPU model."""
     events: int = 0
     failed_cycles: int = 0
-    last_plan: CyclePlan | None = field(default=None, repr=False)
+    last_plan: Plan | None = field(default=None, repr=False)
 
 
 class Operator:
@@ -314,7 +314,7 @@ class Operator:
             if self.history is not None:
                 self.history.close()
 
-    def _record_decisions(self, plan: CyclePlan) -> None:
+    def _record_decisions(self, plan: Plan) -> None:
         """Decisions into the history: every placement, and a wait only when its reason changes."""
         if self.history is None or not self.elector.is_leader():
             return
@@ -390,7 +390,7 @@ class Operator:
             self.stats.failed_cycles += 1
             log.exception("scheduling cycle failed; retrying next cycle")
 
-    def run_cycle(self) -> CyclePlan:
+    def run_cycle(self) -> Plan:
         """One cycle: snapshot the caches, decide, and (as leader) bind and report."""
         started = time.perf_counter()
         dra = self.dra.cycle()
@@ -433,7 +433,7 @@ class Operator:
         gpujobs = self.jobs.values()
         now = time.time()
         hetero = self._hetero_cycle(gpujobs, pods, snapshot, now)
-        context = QueueContext(
+        context = SessionQueues(
             tree=tree,
             ordering=self._ordering,
             rules=self._preemption,
@@ -442,11 +442,13 @@ class Operator:
             now_s=now,
             model_choices=hetero.choices,
         )
-        plan = plan_cycle(self._scheduler, snapshot, work, self._rng, self._observed, context)
+        by_key = {pod_key(p): p for p in pods}
+        reserver = ClaimReserver(self.dra, dra, by_key)
+        plan = decide(self._scheduler, snapshot, work, self._rng, self._observed, context, reserver)
         self.stats.cycles += 1
         self.stats.last_plan = plan
         self._record_decisions(plan)
-        existing = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods}
+        existing = set(by_key)
         self._observed &= existing  # forget pods that are gone: memory stays bounded
         self._last_event = {k: v for k, v in self._last_event.items() if k in existing}
         if before is not None and time.monotonic() >= self._figures_due:
@@ -478,7 +480,6 @@ class Operator:
         if self.job_history is not None:
             self.job_history.observe(gpujobs)
         self._last_unplaced = dict(plan.unplaced)
-        by_key = {f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p for p in pods}
         self._report_stragglers(pods, by_key, snapshot)
         for eviction in plan.evictions:
             self.queue_writer.evict(eviction, by_key)
@@ -503,12 +504,11 @@ class Operator:
         }
         bindings = []
         assumed: dict[str, dict[str, Any]] = {}
-        for gang in plan.gangs:
-            claims = self.dra.gang_claims(dra, gang, by_key) if dra.active else GangClaims()
-            if isinstance(claims, str):  # the claims' devices cannot be had there: wait
-                plan.unplaced.update({placement.pod: claims for placement in gang})
+        for decision in plan.decisions:
+            if not decision.placed:
                 continue
-            binding = self._gang_binding(gang, by_key, allocated, step_times)
+            binding = self._gang_binding(decision.placements, by_key, allocated, step_times)
+            claims = reserver.claims.get(decision.subject, GangClaims())
             bindings.append(with_claims(binding, claims))
         results = bind_gangs(
             self.core, bindings, self._binding_pool(), self.elector.is_leader, self.dra.write

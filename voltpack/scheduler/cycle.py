@@ -58,6 +58,15 @@ class Scheduler:
         statement.commit()
         return decision
 
+    def place(
+        self, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
+    ) -> Decision:
+        """Place a lone pod or a gang on `snapshot` (kept if placed); the subject is the gang."""
+        if len(group.pods) == 1 and group.min_member == 1:
+            decision = self.schedule_pod(snapshot, group.pods[0], rng)
+            return decision.model_copy(update={"subject": group.name})
+        return self.schedule_group(snapshot, group, rng)
+
     def schedule_group(
         self, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
     ) -> Decision:

@@ -9,8 +9,9 @@ two queues cannot take GPUs back and forth every cycle):
 - *priority*: the victim is preemptible, in the same queue, with a lower priority.
 
 Victims are tried greedily (reclaim before priority, preemptible before not, lowest priority,
-most recently started), each set checked by placing the gang on a copy of the snapshot with
-the victims' pods released; then every victim the gang can do without is dropped again.
+most recently started), each set checked by placing the gang with
+the victims' pods released (inside the session's statement, rolled back to a checkpoint);
+then every victim the gang can do without is dropped again.
 An elastic victim (`min_pods`) is first only shrunk to its minimum (its last pods evicted);
 only if shrinking every candidate is not enough are victims evicted whole.
 """
@@ -18,73 +19,19 @@ only if shrinking every candidate is not enough are victims evicted whole.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.decision import Decision
-from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
+from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.work import Eviction, GpuAmounts, RunningGang, gpus_by_model
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.scheduler.cycle import Scheduler
-from voltpack.scheduler.queues import GpuAmounts, QueueUsage, borrowing, exceeded
-
-
-@dataclass(frozen=True)
-class RunningGang:
-    """A gang that holds GPUs: its pods where they run, its queue, priority and start."""
-
-    name: str
-    queue: str
-    priority: int
-    preemptible: bool
-    started_s: float | None
-    """When it started running; None: not yet (counts as just started)."""
-    pods: tuple[tuple[Pod, int, tuple[int, ...]], ...]
-    """(pod, node index, GPU indices) of every pod."""
-    min_pods: int | None = None
-    """Elastic: the fewest pods it runs with; preemption may shrink it to that many (giving up
-    its last pods) instead of evicting it. None: evicted whole."""
-
-    def shed(self) -> RunningGang | None:
-        """The part of an elastic gang preemption may take (its pods beyond `min_pods`, the
-        last ones), as a gang of its own; None when it cannot shrink."""
-        if self.min_pods is None or not 1 <= self.min_pods < len(self.pods):
-            return None
-        return replace(self, pods=self.pods[self.min_pods :], min_pods=None)
-
-    def gpus_by_model(self, snapshot: ClusterSnapshot) -> GpuAmounts:
-        """GPUs the gang holds per GPU model."""
-        return gpus_by_model(snapshot, ((pod, node) for pod, node, _ in self.pods))
-
-    def runtime_s(self, now_s: float) -> float:
-        """How long it has run."""
-        return 0.0 if self.started_s is None else max(now_s - self.started_s, 0.0)
-
-
-def gpus_by_model(snapshot: ClusterSnapshot, pods: Iterable[tuple[Pod, int]]) -> GpuAmounts:
-    """GPUs per GPU model of pods placed on nodes of `snapshot` ((pod, node index) pairs)."""
-    amounts: GpuAmounts = {}
-    for pod, node in pods:
-        model_index = int(snapshot.node_gpu_model[node])
-        if not pod.num_gpu or model_index == NO_GPU_MODEL:
-            continue
-        model = snapshot.gpu_models[model_index]
-        amounts[model] = amounts.get(model, 0.0) + pod.gpu_request_milli / MILLI_PER_GPU
-    return amounts
-
-
-@dataclass(frozen=True)
-class Eviction:
-    """A running gang evicted whole (or an elastic one shrunk), and why."""
-
-    gang: RunningGang
-    """What is evicted: the whole gang, or (`shrink`) the pods an elastic gang gives up."""
-    by: str
-    reason: str
-    shrink: bool = False
-    """Only `gang.pods` go; the elastic gang runs on with the rest."""
+from voltpack.scheduler.queues import QueueUsage, borrowing, exceeded
+from voltpack.scheduler.statement import Statement
 
 
 @dataclass(frozen=True)
@@ -188,7 +135,7 @@ def _candidate_reason(
 
 def find_victims(
     scheduler: Scheduler,
-    snapshot: ClusterSnapshot,
+    statement: Statement,
     group: PodGroup,
     gang_queue: str,
     gang_priority: int,
@@ -201,8 +148,11 @@ def find_victims(
 ) -> tuple[PreemptionPlan | None, str]:
     """The fewest victims (greedy, then pruned) that let `group` fit on GPU model `model`.
 
-    `group`'s pods must already be restricted to `model`. Returns (plan, "") or (None, why not).
+    `group`'s pods must already be restricted to `model`. Each set of victims is tried inside
+    `statement` and rolled back to a checkpoint (the snapshot is never copied). Returns
+    (plan, "") or (None, why not).
     """
+    snapshot = statement.snapshot
     amount_gpus = sum(p.gpu_request_milli for p in group.pods) / MILLI_PER_GPU
     candidates: list[tuple[tuple[int, int, int, float, str], RunningGang, str]] = []
     too_young = 0
@@ -230,7 +180,7 @@ def find_victims(
         return None, f"no gang may be preempted for it on {model}{young}"
 
     def attempt(victims: Sequence[RunningGang]) -> Decision | None:
-        return _placement_without(scheduler, snapshot, group, victims, usage, gang_queue, rng)
+        return _placement_without(scheduler, statement, group, victims, usage, gang_queue, rng)
 
     # elastic victims shrunk to their minimum first; evicted whole only if that is not enough
     shrunk = [(key, victim.shed() or victim, reason) for key, victim, reason in candidates]
@@ -316,38 +266,33 @@ def _still_borrowing(
 
 def _placement_without(
     scheduler: Scheduler,
-    snapshot: ClusterSnapshot,
+    statement: Statement,
     group: PodGroup,
     victims: Sequence[RunningGang],
     usage: QueueUsage,
     gang_queue: str,
     rng: np.random.Generator,
 ) -> Decision | None:
-    """Where `group` goes once `victims` are gone (tried on a copy), within its limits."""
-    trial = snapshot.copy()
+    """Where `group` goes once `victims` are gone, within its limits: tried in the statement
+    and rolled back (victims and placement) before returning."""
+    snapshot = statement.snapshot
+    mark = statement.checkpoint()
     after = usage.copy()
-    for victim in victims:
-        for pod, node, gpus in victim.pods:
-            trial.release(node, pod, gpus)
-        after.add(victim.queue, victim.gpus_by_model(snapshot), sign=-1.0)
-    decision = place(scheduler, trial, group, rng)
+    try:
+        for victim in victims:
+            for pod, node, gpus in victim.pods:
+                statement.release(node, pod, gpus)
+            after.add(victim.queue, victim.gpus_by_model(snapshot), sign=-1.0)
+        decision = scheduler.place(snapshot, group, rng)
+    finally:
+        statement.rollback(to=mark)
     if not decision.placed:
         return None
     pods = {p.name: p for p in group.pods}
     placed = gpus_by_model(
-        trial, [(pods[p.pod], trial.node_index(p.node)) for p in decision.placements]
+        snapshot, [(pods[p.pod], snapshot.node_index(p.node)) for p in decision.placements]
     )
     for model, amount in placed.items():
         if exceeded(after, after.tree.chain(gang_queue), model, amount, "limit") is not None:
             return None
     return decision
-
-
-def place(
-    scheduler: Scheduler, snapshot: ClusterSnapshot, group: PodGroup, rng: np.random.Generator
-) -> Decision:
-    """Place a lone pod or a gang on `snapshot` (committed if placed); the subject is the gang."""
-    if len(group.pods) == 1 and group.min_member == 1:
-        decision = scheduler.schedule_pod(snapshot, group.pods[0], rng)
-        return decision.model_copy(update={"subject": group.name})
-    return scheduler.schedule_group(snapshot, group, rng)

@@ -18,27 +18,23 @@ import numpy as np
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.decision import Decision
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
+from voltpack.model.work import Eviction, GpuAmounts, RunningGang, gpus_by_model
 from voltpack.model.workload import PodGroup
 from voltpack.policies.fair_share import QueueOrdering
 from voltpack.policies.hetero.model_choice import ModelChoice
 from voltpack.scheduler.cycle import Scheduler
-from voltpack.scheduler.preemption import (
-    Eviction,
-    PreemptionRules,
-    RunningGang,
-    VictimPool,
-    find_victims,
-    gpus_by_model,
-    place,
-)
+from voltpack.scheduler.preemption import PreemptionRules, VictimPool, find_victims
 from voltpack.scheduler.queues import (
-    GpuAmounts,
     QueueTree,
     QueueUsage,
     at_limit,
     borrowed,
     exceeded,
 )
+from voltpack.scheduler.statement import Statement
+
+Reserve = Callable[[Decision], str | None]
+"""The Reserve step: devices for a gang just placed; None when reserved, else why not."""
 
 
 @dataclass(frozen=True)
@@ -123,16 +119,20 @@ def schedule_queues(
     now_s: float,
     rng: np.random.Generator,
     before_each: Callable[[PendingGang], None] | None = None,
+    reserve: Reserve | None = None,
 ) -> QueueCyclePlan:
     """Decide every pending gang on `snapshot` (which the decisions change).
 
     `before_each` is called with each gang just before it is tried (e.g. to show the scoring
-    strategy its arrival, as the simulator does).
+    strategy its arrival, as the simulator does). `reserve` is the Reserve step: called with
+    each gang just placed, it returns None when the gang's devices are reserved, or why not;
+    the gang is then rolled back (its victims too) and waits with that reason.
 
     Running gangs of an unknown or invalid queue keep running; they count for no queue and are
     never evicted.
     """
     plan = QueueCyclePlan()
+    statement = Statement(snapshot)
     usage = QueueUsage(tree)
     victims = VictimPool((g for g in running if g.queue in tree.queues), snapshot)
     for holder in (g for gangs in victims.by_queue.values() for g in gangs):
@@ -171,88 +171,161 @@ def schedule_queues(
             del queued[queue]
         if before_each is not None:
             before_each(gang)
-        decision = _decide(
-            scheduler, snapshot, tree, usage, gang, victims, rules, now_s, rng, plan, held_by_limit
-        )
+        step = _Step(scheduler, statement, tree, usage, victims, rules, now_s, rng, reserve)
+        decision = step.decide(gang, plan, held_by_limit)
         plan.decisions.append(decision)
         if not decision.placed:
             unplaced.append(gang)
+    statement.commit()
     plan.reports = _reports(tree, usage, unplaced, held_by_limit)
     return plan
 
 
-def _decide(
-    scheduler: Scheduler,
-    snapshot: ClusterSnapshot,
-    tree: QueueTree,
-    usage: QueueUsage,
-    gang: PendingGang,
-    victims: VictimPool,
-    rules: PreemptionRules,
-    now_s: float,
-    rng: np.random.Generator,
-    plan: QueueCyclePlan,
-    held_by_limit: dict[str, int],
-) -> Decision:
-    group, chain = gang.group, tree.chain(gang.queue)
-    needs_gpus = gang.gpus > 0
-    models = accepted_models(snapshot, group) if needs_gpus else []
-    allowed = [m for m in models if exceeded(usage, chain, m, gang.gpus, "limit") is None]
-    if needs_gpus and models and not allowed:
-        bound = exceeded(usage, chain, models[0], gang.gpus, "limit")
-        assert bound is not None
-        held_by_limit[bound.queue] = held_by_limit.get(bound.queue, 0) + 1
-        return Decision(
-            subject=group.name,
-            placed=False,
-            reason=(
-                f"gang {group.name} waits: {bound.describe('limit')} in use with it, over the "
-                f"limit (the gang needs {gang.gpus:g} GPUs)"
-            ),
-        )
-    if gang.model_choice is not None and needs_gpus:
-        chosen = _place_by_allocation(scheduler, snapshot, gang, allowed, rng)
-        if chosen is not None:
-            one_model, decision = chosen
-            _record(snapshot, usage, gang, one_model, decision, now_s, plan)
+@dataclass
+class _Step:
+    """Decides one pending gang inside the session's statement: limits, placement (by the
+    allocation's model order first), Reserve, and preemption when it does not fit."""
+
+    scheduler: Scheduler
+    statement: Statement
+    tree: QueueTree
+    usage: QueueUsage
+    victims: VictimPool
+    rules: PreemptionRules
+    now_s: float
+    rng: np.random.Generator
+    reserve: Reserve | None
+
+    def decide(
+        self, gang: PendingGang, plan: QueueCyclePlan, held_by_limit: dict[str, int]
+    ) -> Decision:
+        snapshot, usage = self.statement.snapshot, self.usage
+        group, chain = gang.group, self.tree.chain(gang.queue)
+        needs_gpus = gang.gpus > 0
+        models = accepted_models(snapshot, group) if needs_gpus else []
+        allowed = [m for m in models if exceeded(usage, chain, m, gang.gpus, "limit") is None]
+        if needs_gpus and models and not allowed:
+            bound = exceeded(usage, chain, models[0], gang.gpus, "limit")
+            assert bound is not None
+            held_by_limit[bound.queue] = held_by_limit.get(bound.queue, 0) + 1
+            return Decision(
+                subject=group.name,
+                placed=False,
+                reason=(
+                    f"gang {group.name} waits: {bound.describe('limit')} in use with it, over "
+                    f"the limit (the gang needs {gang.gpus:g} GPUs)"
+                ),
+            )
+        if gang.model_choice is not None and needs_gpus:
+            chosen = self._place_by_allocation(gang, allowed)
+            if chosen is not None:
+                one_model, decision = chosen
+                self._record(gang, one_model, decision, plan)
+                return decision
+        trial_group = restricted(group, allowed) if allowed and allowed != models else group
+        decision = self._placed_and_reserved(trial_group)
+        if decision.placed:
+            self._record(gang, trial_group, decision, plan)
             return decision
-    trial_group = restricted(group, allowed) if allowed and allowed != models else group
-    decision = place(scheduler, snapshot, trial_group, rng)
-    if decision.placed:
-        _record(snapshot, usage, gang, trial_group, decision, now_s, plan)
-        return decision
-    if not needs_gpus or not (rules.reclaim or rules.priority_preemption):
-        return decision
-    reasons = []
-    for model in _guaranteed_first(usage, chain, allowed, gang.gpus):
-        one_model = restricted(group, [model])
-        found, why = find_victims(
-            scheduler, snapshot, one_model, gang.queue, gang.priority, model,
-            victims, usage, now_s, rules, rng,
-        )  # fmt: skip
-        if found is None:
-            reasons.append(why)
-            continue
-        for eviction in found.evictions:
-            for pod, node, gpus in eviction.gang.pods:
-                snapshot.release(node, pod, gpus)
-            usage.add(eviction.gang.queue, eviction.gang.gpus_by_model(snapshot), sign=-1.0)
-            victims.remove(eviction.gang)
-            plan.evictions.append(eviction)
-        for placement in found.decision.placements:
-            node = snapshot.node_index(placement.node)
-            snapshot.allocate(node, found.pods[placement.pod], placement.gpu_indices)
-        names = ", ".join(e.gang.name for e in found.evictions)
-        placed = found.decision.model_copy(
-            update={"reason": f"{found.decision.reason}; after preempting {names}"}
+        if not needs_gpus or not (self.rules.reclaim or self.rules.priority_preemption):
+            return decision
+        return self._preempt(gang, decision, allowed, plan)
+
+    def _placed_and_reserved(self, group: PodGroup) -> Decision:
+        """`group` placed and its devices reserved, or rolled back with the reason."""
+        mark = self.statement.checkpoint()
+        decision = self.scheduler.place(self.statement.snapshot, group, self.rng)
+        if not decision.placed:
+            return decision
+        why = self.reserve(decision) if self.reserve is not None else None
+        if why is None:
+            return decision
+        self.statement.rollback(to=mark)
+        return Decision(subject=group.name, placed=False, reason=why)
+
+    def _place_by_allocation(
+        self, gang: PendingGang, allowed: Sequence[str]
+    ) -> tuple[PodGroup, Decision] | None:
+        """The gang on the first model of its allocation order that takes it whole now, or
+        None. The gang is narrowed to one model per attempt; the decision's reason says why
+        that model (share and relative throughput) and which preferred models had no room."""
+        assert gang.model_choice is not None
+        tried: list[str] = []
+        for model in (m for m in gang.model_choice.models if m in allowed):
+            one_model = restricted(gang.group, [model])
+            decision = self._placed_and_reserved(one_model)
+            if not decision.placed:
+                tried.append(model)
+                continue
+            parts = [gang.model_choice.reason(model)]
+            if tried:
+                parts.append(f"{', '.join(tried)} had no room for the whole gang now")
+            parts.append(decision.reason)
+            return one_model, decision.model_copy(update={"reason": "; ".join(parts)})
+        return None
+
+    def _preempt(
+        self, gang: PendingGang, decision: Decision, allowed: Sequence[str], plan: QueueCyclePlan
+    ) -> Decision:
+        """Evict whole gangs (or shrink elastic ones) so that `gang` fits, model by model."""
+        snapshot, usage, statement = self.statement.snapshot, self.usage, self.statement
+        group, chain = gang.group, self.tree.chain(gang.queue)
+        reasons = []
+        for model in _guaranteed_first(usage, chain, allowed, gang.gpus):
+            one_model = restricted(group, [model])
+            found, why = find_victims(
+                self.scheduler, statement, one_model, gang.queue, gang.priority, model,
+                self.victims, usage, self.now_s, self.rules, self.rng,
+            )  # fmt: skip
+            if found is None:
+                reasons.append(why)
+                continue
+            mark = statement.checkpoint()
+            for eviction in found.evictions:
+                for pod, node, gpus in eviction.gang.pods:
+                    statement.release(node, pod, gpus)
+            for placement in found.decision.placements:
+                node = snapshot.node_index(placement.node)
+                statement.allocate(node, found.pods[placement.pod], placement.gpu_indices)
+            refused = self.reserve(found.decision) if self.reserve is not None else None
+            if refused is not None:
+                statement.rollback(to=mark)
+                reasons.append(f"on {model} after preemption: {refused}")
+                continue
+            for eviction in found.evictions:
+                usage.add(eviction.gang.queue, eviction.gang.gpus_by_model(snapshot), sign=-1.0)
+                self.victims.remove(eviction.gang)
+                plan.evictions.append(eviction)
+            names = ", ".join(e.gang.name for e in found.evictions)
+            placed = found.decision.model_copy(
+                update={"reason": f"{found.decision.reason}; after preempting {names}"}
+            )
+            self._record(gang, one_model, placed, plan)
+            return placed
+        if not reasons:  # no GPU model the gang accepts is in the cluster: nothing to free
+            reasons.append(_no_model_reason(group))
+        return decision.model_copy(
+            update={"reason": f"{decision.reason}; no preemption: " + "; ".join(reasons)}
         )
-        _record(snapshot, usage, gang, one_model, placed, now_s, plan)
-        return placed
-    if not reasons:  # no GPU model the gang accepts is in the cluster: nothing to free
-        reasons.append(_no_model_reason(group))
-    return decision.model_copy(
-        update={"reason": f"{decision.reason}; no preemption: " + "; ".join(reasons)}
-    )
+
+    def _record(
+        self, gang: PendingGang, group: PodGroup, decision: Decision, plan: QueueCyclePlan
+    ) -> None:
+        snapshot = self.statement.snapshot
+        pods = {p.name: p for p in group.pods}
+        placed = tuple(
+            (pods[p.pod], snapshot.node_index(p.node), p.gpu_indices) for p in decision.placements
+        )
+        running = RunningGang(
+            name=group.name,
+            queue=gang.queue,
+            priority=gang.priority,
+            preemptible=gang.preemptible,
+            started_s=self.now_s,
+            pods=placed,
+        )
+        self.usage.add(gang.queue, gpus_by_model(snapshot, ((p, n) for p, n, _ in placed)))
+        plan.placed.append(running)
 
 
 def _no_model_reason(group: PodGroup) -> str:
@@ -263,64 +336,11 @@ def _no_model_reason(group: PodGroup) -> str:
     return "no node has GPUs"
 
 
-def _place_by_allocation(
-    scheduler: Scheduler,
-    snapshot: ClusterSnapshot,
-    gang: PendingGang,
-    allowed: Sequence[str],
-    rng: np.random.Generator,
-) -> tuple[PodGroup, Decision] | None:
-    """The gang on the first model of its allocation order that takes it whole now, or None.
-
-    The gang is narrowed to one model per attempt; the decision's reason says why that model
-    (share and relative throughput) and which preferred models had no room.
-    """
-    assert gang.model_choice is not None
-    tried: list[str] = []
-    for model in (m for m in gang.model_choice.models if m in allowed):
-        one_model = restricted(gang.group, [model])
-        decision = place(scheduler, snapshot, one_model, rng)
-        if not decision.placed:
-            tried.append(model)
-            continue
-        parts = [gang.model_choice.reason(model)]
-        if tried:
-            parts.append(f"{', '.join(tried)} had no room for the whole gang now")
-        parts.append(decision.reason)
-        return one_model, decision.model_copy(update={"reason": "; ".join(parts)})
-    return None
-
-
 def _guaranteed_first(
     usage: QueueUsage, chain: Sequence[str], models: Sequence[str], gpus: float
 ) -> list[str]:
     """`models`, those on which the gang stays within its guarantees first."""
     return sorted(models, key=lambda m: exceeded(usage, chain, m, gpus, "guaranteed") is not None)
-
-
-def _record(
-    snapshot: ClusterSnapshot,
-    usage: QueueUsage,
-    gang: PendingGang,
-    group: PodGroup,
-    decision: Decision,
-    now_s: float,
-    plan: QueueCyclePlan,
-) -> None:
-    pods = {p.name: p for p in group.pods}
-    placed = tuple(
-        (pods[p.pod], snapshot.node_index(p.node), p.gpu_indices) for p in decision.placements
-    )
-    running = RunningGang(
-        name=group.name,
-        queue=gang.queue,
-        priority=gang.priority,
-        preemptible=gang.preemptible,
-        started_s=now_s,
-        pods=placed,
-    )
-    usage.add(gang.queue, gpus_by_model(snapshot, ((p, n) for p, n, _ in placed)))
-    plan.placed.append(running)
 
 
 def _reports(

@@ -21,13 +21,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from voltpack.model.resources.queue import ANY_GPU_MODEL, QueueSpec
+from voltpack.model.work import GpuAmounts
 
 DEFAULT_QUEUE = "default"
 """Gangs that name no queue go here; it exists (no quotas, weight 1) unless a Queue defines it."""
 EPSILON_GPUS = 1e-9
-
-GpuAmounts = dict[str, float]
-"""GPUs per GPU model."""
 
 
 @dataclass(frozen=True)

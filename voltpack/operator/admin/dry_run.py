@@ -19,7 +19,6 @@ from voltpack.operator.kube.cache import ResourceCache
 from voltpack.operator.power.loop import PowerCaches, PowerLoop
 from voltpack.operator.power.objects import action_of
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
-from voltpack.operator.scheduling.plan import QueueContext, plan_cycle
 from voltpack.operator.scheduling.queues import pending_queues, queue_tree, running_gangs
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.power.ladder import GpuSetting
@@ -27,6 +26,7 @@ from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
+from voltpack.scheduler.session import SessionQueues, decide
 
 DRY_RUN_KINDS = ("nodes", "pods", "queues", "gpunodes", "powerbudgets")
 """The cached kinds a dry run reads."""
@@ -57,7 +57,7 @@ def plan_dry_run(
     strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
     scheduler = Scheduler.with_random_ranks(strategy, snapshot.node_count, np.random.default_rng(0))
     queueing = policy.spec.queueing
-    context = QueueContext(
+    context = SessionQueues(
         tree=queue_tree(caches["queues"].values()),
         ordering=make_ordering(queueing.ordering, queueing.params),
         rules=PreemptionRules(
@@ -67,7 +67,7 @@ def plan_dry_run(
         gangs=pending_queues(work, pods),
         now_s=clock(),
     )
-    plan = plan_cycle(scheduler, snapshot, work, np.random.default_rng(0), set(), context)
+    plan = decide(scheduler, snapshot, work, np.random.default_rng(0), set(), context)
     changes: list[PlacementChange] = []
     for eviction in plan.evictions:
         changes.append(

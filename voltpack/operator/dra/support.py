@@ -137,3 +137,25 @@ class DraSupport:
 
 def _has_claims(pod: Mapping[str, Any] | None) -> bool:
     return bool(pod is not None and (pod.get("spec") or {}).get("resourceClaims"))
+
+
+class ClaimReserver:
+    """The session's Reserve step (`scheduler/session.py` DeviceReserver) over one cycle's
+    device view: a placed gang's ResourceClaims allocated on the nodes chosen, kept for its
+    binding; or why they cannot be (the session rolls the gang back and it waits)."""
+
+    def __init__(
+        self, support: DraSupport, dra: DraCycle, pods: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        self._support, self._dra, self._pods = support, dra, pods
+        self.claims: dict[str, GangClaims] = {}
+        """Gang -> what its claims need written (gangs reserved this cycle)."""
+
+    def reserve(self, gang: str, placements: Sequence[Placement]) -> str | None:
+        if not self._dra.active:
+            return None
+        result = self._support.gang_claims(self._dra, placements, self._pods)
+        if isinstance(result, str):
+            return result
+        self.claims[gang] = result
+        return None

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.topology_request import TopologyRequest
+from voltpack.model.work import PendingWork
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.operator.kube.conventions import (
     MIN_MEMBERS_ANNOTATION,
@@ -34,14 +34,6 @@ from voltpack.scheduler.nic_allocation import nic_for_gpus
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-@dataclass
-class PendingWork:
-    """Gangs waiting for voltpack, and pods held back this cycle (with the reason)."""
-
-    groups: list[PodGroup] = field(default_factory=list)
-    held: dict[str, str] = field(default_factory=dict)
 
 
 def _is_active(pod: dict[str, Any]) -> bool:

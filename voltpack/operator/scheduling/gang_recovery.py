@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
 from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.work import Eviction
 from voltpack.model.workload import Pod
 from voltpack.operator.kube.binder import record_event
 from voltpack.operator.kube.client import api_message, call_json, status_code
@@ -73,7 +74,6 @@ from voltpack.scheduler.fault_recovery import (
     restart_workers,
 )
 from voltpack.scheduler.filter import filter_nodes
-from voltpack.scheduler.preemption import Eviction
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources import API_GROUP, API_VERSION, QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
+from voltpack.model.work import Eviction, PendingWork, RunningGang
 from voltpack.operator.kube.binder import record_event
 from voltpack.operator.kube.cache import ResourceCache
 from voltpack.operator.kube.client import api_message, call_json, status_code
@@ -36,9 +37,8 @@ from voltpack.operator.kube.conventions import (
 from voltpack.operator.kube.status_writes import patch_status_guarded
 from voltpack.operator.kube.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.operator.power.objects import rfc3339, with_transition
-from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES, PendingWork
+from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES
 from voltpack.operator.scheduling.jobs import owning_job
-from voltpack.scheduler.preemption import Eviction, RunningGang
 from voltpack.scheduler.queue_cycle import QueueReport
 from voltpack.scheduler.queues import DEFAULT_QUEUE, QueueTree
 

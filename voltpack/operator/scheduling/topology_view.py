@@ -21,10 +21,10 @@ from voltpack.model.host_layout import HostLayout
 from voltpack.model.resources import API_GROUP, API_VERSION, TopologySpec
 from voltpack.model.resources.gpunode import Topology as GpuNodeTopology
 from voltpack.model.topology import ClusterTopology, host_layout_from_gpunode, host_layout_from_spec
+from voltpack.model.work import PendingWork
 from voltpack.model.workload import PodGroup
 from voltpack.operator.kube.client import api_message, call_json
 from voltpack.operator.kube.conventions import GPU_RESOURCE
-from voltpack.operator.scheduling.cluster_view import PendingWork
 from voltpack.policies.schema import TopologyPolicySpec
 from voltpack.policies.topology.placers import KAI, KUEUE, StepTimePlacer
 from voltpack.policies.topology.step_model import step_model_for_group

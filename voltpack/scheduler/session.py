@@ -1,25 +1,50 @@
-"""One scheduling cycle of the operator: the core decides, nothing is written yet."""
+"""One scheduling session: every decision of a cycle, in order, through one statement.
+
+In the manner of KAI-Scheduler's session, the steps run inside the core, in this order:
+
+1. **queue order and quotas**: the next gang of the queue with the lowest share (within a
+   queue by priority, then arrival), and no gang beyond a limit (`queue_cycle.py`);
+2. **placement** with topology (a gang with a topology request as one unit);
+3. **Reserve**: the gang's devices (e.g. DRA claims) through `DeviceReserver`; a gang whose
+   devices cannot be had there is rolled back within the statement, and waits;
+4. **preemption and reclaim**: victims released inside the statement, every trial rolled
+   back to a checkpoint (the snapshot is never copied).
+
+Drivers (the operator, the simulators, the dry run) build the input, call `decide`, and apply
+the plan; nothing here does I/O or reads a clock.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from voltpack.model.decision import Decision, Placement
 from voltpack.model.snapshot import ClusterSnapshot
-from voltpack.operator.scheduling.cluster_view import PendingWork
+from voltpack.model.work import Eviction, PendingWork, RunningGang
 from voltpack.policies.fair_share import FairShareOrdering, QueueOrdering
 from voltpack.policies.hetero.model_choice import ModelChoice
 from voltpack.scheduler.cycle import Scheduler
-from voltpack.scheduler.preemption import Eviction, PreemptionRules, RunningGang
+from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import PendingGang, QueueReport, schedule_queues
 from voltpack.scheduler.queues import DEFAULT_QUEUE, QueueTree
 
 
+class DeviceReserver(Protocol):
+    """The Reserve step: devices (e.g. DRA claims) for a gang the session just placed."""
+
+    def reserve(self, gang: str, placements: Sequence[Placement]) -> str | None:
+        """Reserve them for the rest of the session: None when done, else why they cannot be
+        had on the chosen nodes (the gang is rolled back and waits with that reason)."""
+        ...
+
+
 @dataclass
-class QueueContext:
-    """The queues of a cycle: the tree, the rules, what runs, and each pending gang's queue."""
+class SessionQueues:
+    """The queues of a session: the tree, the rules, what runs, and each pending gang's queue."""
 
     tree: QueueTree = field(default_factory=lambda: QueueTree.build({}))
     ordering: QueueOrdering = field(default_factory=FairShareOrdering)
@@ -33,7 +58,7 @@ class QueueContext:
 
 
 @dataclass
-class CyclePlan:
+class Plan:
     """Gangs to evict, gangs to bind (each all together) and pods that stay pending, why."""
 
     gangs: list[tuple[Placement, ...]] = field(default_factory=list)
@@ -43,22 +68,24 @@ class CyclePlan:
     queue_reports: dict[str, QueueReport] = field(default_factory=dict)
 
 
-def plan_cycle(
+def decide(
     scheduler: Scheduler,
     snapshot: ClusterSnapshot,
     work: PendingWork,
     rng: np.random.Generator,
     observed: set[str] | None = None,
-    queues: QueueContext | None = None,
-) -> CyclePlan:
+    queues: SessionQueues | None = None,
+    reserver: DeviceReserver | None = None,
+) -> Plan:
     """Decide every pending gang on `snapshot` (which the decisions change), queue by queue.
 
-    `observed` holds the pods the strategy has already seen arrive; new ones are shown to it
-    (and added) before scheduling, as the simulator does on arrival. Without `queues`, every
-    gang is in the default queue and nothing is preempted.
+    `observed` holds the pods the strategy has
+    already seen arrive; new ones are shown to it (and added) before they are tried, as the
+    simulator does on arrival. Without `queues`, every gang is in the default queue and nothing
+    is preempted; without `reserver`, placement needs no devices beyond the snapshot's.
     """
-    context = queues or QueueContext()
-    plan = CyclePlan(unplaced=dict(work.held))
+    context = queues or SessionQueues()
+    plan = Plan(unplaced=dict(work.held))
     pending = []
     for arrival, group in enumerate(work.groups):
         queue, preemptible = context.gangs.get(group.name, (DEFAULT_QUEUE, False))
@@ -72,9 +99,13 @@ def plan_cycle(
                 scheduler.observe_arrival(pod)
                 observed.add(pod.name)
 
+    def reserve(decision: Decision) -> str | None:
+        assert reserver is not None
+        return reserver.reserve(decision.subject, decision.placements)
+
     result = schedule_queues(
-        scheduler, snapshot, context.tree, pending, context.running,
-        context.ordering, context.rules, context.now_s, rng, observe,
+        scheduler, snapshot, context.tree, pending, context.running, context.ordering,
+        context.rules, context.now_s, rng, observe, reserve if reserver is not None else None,
     )  # fmt: skip
     groups = {group.name: group for group in work.groups}
     for decision in result.decisions:
