@@ -173,7 +173,7 @@ OPERATOR_ROOMS = {
     "dra": {"kube"},
     "inference": {"kube"},
     "power": {"kube", "scheduling"},
-    "scheduling": {"kube", "dra", "power"},
+    "scheduling": {"kube", "dra", "power", "inference"},
     "admin": {"kube", "scheduling", "dra", "power", "inference"},
 }
 

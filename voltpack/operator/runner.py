@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,23 +20,14 @@ from typing import Any
 import numpy as np
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
-from voltpack.model.decision import Placement
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
-from voltpack.operator.dra.support import ClaimReserver, DraSupport, GangClaims
+from voltpack.model.work import PendingWork
+from voltpack.operator.dra.support import ClaimReserver, DraSupport
 from voltpack.operator.inference.services import InferenceServiceController
-from voltpack.operator.kube.binder import (
-    UNDONE_REASON,
-    binding_annotations,
-    controlled,
-    record_event,
-)
 from voltpack.operator.kube.cache import ResourceCache, older_pod
 from voltpack.operator.kube.conventions import (
-    IDEAL_STEP_ANNOTATION,
-    PLACEMENT_REASON_ANNOTATION,
-    PREDICTED_STEP_ANNOTATION,
     SCHEDULER_NAME,
 )
 from voltpack.operator.kube.leader import LeaderElector
@@ -52,22 +43,21 @@ from voltpack.operator.metrics import (
     step_slowdowns,
 )
 from voltpack.operator.power.loop import PowerCaches, PowerLoop
-from voltpack.operator.power.straggler_caps import CapSlowdowns, GpuReadings, RankReadings
-from voltpack.operator.scheduling.bind_pool import GangBinding, bind_gangs, with_claims
+from voltpack.operator.scheduling.apply import CycleInput, OperatorStats, PlanWriter
+from voltpack.operator.scheduling.binding_writer import BindingWriter, PendingEventWriter
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
-from voltpack.operator.scheduling.gang_recovery import GangRecovery, join_ranks
+from voltpack.operator.scheduling.gang_recovery import GangRecovery
 from voltpack.operator.scheduling.gang_undo import PartialGangs
-from voltpack.operator.scheduling.gpu_faults import gpu_faults, isolation_of
+from voltpack.operator.scheduling.gpu_faults import gpu_faults
 from voltpack.operator.scheduling.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.scheduling.job_history import JobHistoryRecorder
-from voltpack.operator.scheduling.jobs import JobController, owning_job
+from voltpack.operator.scheduling.jobs import JobController
 from voltpack.operator.scheduling.queues import (
     QueueWriter,
     pending_queues,
     queue_tree,
     running_gangs,
 )
-from voltpack.operator.scheduling.step_reports import RankReport
 from voltpack.operator.scheduling.straggler_watch import StragglerWatch
 from voltpack.operator.scheduling.topology_view import (
     GpuNodeLayouts,
@@ -76,7 +66,15 @@ from voltpack.operator.scheduling.topology_view import (
     make_placer,
     topology_cycle,
 )
-from voltpack.operator.scheduling.training_rounds import carry_out_move
+from voltpack.operator.scheduling.writers import (
+    EvictionWriter,
+    InferenceWriter,
+    JobWriter,
+    MoveWriter,
+    QueueStatusWriter,
+    StragglerWriter,
+    TopologyWriter,
+)
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
@@ -116,23 +114,6 @@ class OperatorConfig:
     """Record decisions and power in this database (voltpack.store); None: keep no history."""
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     """How long the history keeps each kind of record; applied hourly by the leader."""
-
-
-@dataclass
-class OperatorStats:
-    """What the operator has done, for logs, tests and benchmarks."""
-
-    cycles: int = 0
-    bound: int = 0
-    bind_failures: int = 0
-    evicted_gangs: int = 0
-    undone_gangs: int = 0
-    """Gangs bound in part and undone (a failed binding, or found partly bound later)."""
-    moved_jobs: int = 0
-    """Training jobs preempted at a round boundary to run on another GPU model."""
-    events: int = 0
-    failed_cycles: int = 0
-    last_plan: Plan | None = field(default=None, repr=False)
 
 
 class Operator:
@@ -244,11 +225,37 @@ class Operator:
         self._node_names: tuple[str, ...] = ()
         self._rng = np.random.default_rng(config.seed)
         self._observed: set[str] = set()
-        self._last_event: dict[str, str] = {}
-        self._last_unplaced: dict[str, str] = {}
         self.stats = OperatorStats()
         self.stragglers = StragglerWatch()
         self._bind_pool: ThreadPoolExecutor | None = None
+        self._pending_events = PendingEventWriter(self.core, self.stats)
+        self.writers: tuple[PlanWriter, ...] = (
+            MoveWriter(self.core, self.stats),
+            JobWriter(
+                self.pods,
+                self.partial_gangs,
+                self.recovery,
+                self.job_controller,
+                self.job_history,
+                self.stats,
+            ),
+            StragglerWriter(self.core, self.gpunodes, self.stragglers, self.stats),
+            EvictionWriter(self.queue_writer, self.recovery, self.stats),
+            TopologyWriter(self.topology_writer),
+            BindingWriter(
+                self.core,
+                self.pods,
+                self.elector.is_leader,
+                self.dra.write,
+                self._binding_pool,
+                self._pending_events,
+                self.stats,
+            ),
+            self._pending_events,
+            QueueStatusWriter(self.queue_writer),
+            InferenceWriter(self.inference, self.inference_services),
+        )
+        """What a plan changes, written in this order (as leader only)."""
         self.figures = ClusterFigures()
         self.metrics: MetricsServer | None = None
         self._figures_due = 0.0
@@ -391,12 +398,41 @@ class Operator:
             log.exception("scheduling cycle failed; retrying next cycle")
 
     def run_cycle(self) -> Plan:
-        """One cycle: snapshot the caches, decide, and (as leader) bind and report."""
+        """One cycle: read the caches into the session's input, decide, and (as leader) hand
+        the plan to each writer in turn."""
         started = time.perf_counter()
+        cycle, work, queues = self._cycle_input()
+        before = cycle.snapshot.copy() if self.metrics is not None else None
+        assert self._scheduler is not None
+        plan = decide(
+            self._scheduler, cycle.snapshot, work, self._rng, self._observed, queues, cycle.reserver
+        )
+        self.stats.cycles += 1
+        self.stats.last_plan = plan
+        self._record_decisions(plan)
+        self._observed &= cycle.by_key.keys()  # forget pods that are gone: memory stays bounded
+        self._pending_events.keep_only(cycle.by_key)
+        if before is not None and time.monotonic() >= self._figures_due:
+            # what a scrape shows: refreshed at most once a second, off the binding path
+            pods = list(cycle.pods)
+            self.figures = self._figures(before, pods, time.perf_counter() - started)
+            self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
+                self.budgets.values(), cycle.nodes
+            )
+            self.figures.job_step_slowdown = step_slowdowns(pods)
+            self._figures_due = time.monotonic() + 1.0
+        if not self.elector.is_leader():
+            return plan
+        for writer in self.writers:
+            writer.apply(plan, cycle)
+        return plan
+
+    def _cycle_input(self) -> tuple[CycleInput, PendingWork, SessionQueues]:
+        """The caches read into what the session decides from."""
         dra = self.dra.cycle()
         # the cached objects themselves (the watch replaces an object, never edits one): copying
         # every pod and node each cycle cost about 0.1 s per 1,000 pods; the cycle only reads
-        # them, and a binding it assumes is a new object (`_assume_bound`)
+        # them, and a binding it assumes is a new object (`BindingWriter`)
         nodes = dra.node_views(self.nodes.values()) if dra.active else self.nodes.values()
         pods = self.pods.values()
         gpunodes = self.gpunodes.values()
@@ -427,13 +463,12 @@ class Operator:
         topology_gangs = {group.name for group in work.groups if group.topology is not None}
         if self._scheduler.topology is None:
             work = hold_topology_gangs(work)
-        before = snapshot.copy() if self.metrics is not None else None
         queue_objects = self.queues.values()
         tree = queue_tree(queue_objects)
         gpujobs = self.jobs.values()
         now = time.time()
         hetero = self._hetero_cycle(gpujobs, pods, snapshot, now)
-        context = SessionQueues(
+        queues = SessionQueues(
             tree=tree,
             ordering=self._ordering,
             rules=self._preemption,
@@ -443,132 +478,23 @@ class Operator:
             model_choices=hetero.choices,
         )
         by_key = {pod_key(p): p for p in pods}
-        reserver = ClaimReserver(self.dra, dra, by_key)
-        plan = decide(self._scheduler, snapshot, work, self._rng, self._observed, context, reserver)
-        self.stats.cycles += 1
-        self.stats.last_plan = plan
-        self._record_decisions(plan)
-        existing = set(by_key)
-        self._observed &= existing  # forget pods that are gone: memory stays bounded
-        self._last_event = {k: v for k, v in self._last_event.items() if k in existing}
-        if before is not None and time.monotonic() >= self._figures_due:
-            # what a scrape shows: refreshed at most once a second, off the binding path
-            self.figures = self._figures(before, pods, time.perf_counter() - started)
-            self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
-                self.budgets.values(), nodes
-            )
-            self.figures.job_step_slowdown = step_slowdowns(pods)
-            self._figures_due = time.monotonic() + 1.0
-        if not self.elector.is_leader():
-            return plan
-        for warning in hetero.warnings:
-            record_event(self.core, warning.job, warning.reason, warning.message)
-            self.stats.events += 1
-        for planned in hetero.moves:
-            carry_out_move(self.core, planned.move, planned.workers)
-            self.stats.moved_jobs += 1
-        isolation = isolation_of(
-            faults, {n: i for i, n in enumerate(snapshot.node_names)}, self.recovery.policy
-        )
-        partly_bound = self.partial_gangs.cycle(pods)
-        if partly_bound:
-            for key in partly_bound:
-                self.pods.forget(key)
-            self.stats.undone_gangs += 1
-        worker_plans = self.recovery.cycle(gpujobs, pods, faults, isolation, snapshot)
-        self.job_controller.reconcile_all(gpujobs, pods, self._last_unplaced, worker_plans)
-        if self.job_history is not None:
-            self.job_history.observe(gpujobs)
-        self._last_unplaced = dict(plan.unplaced)
-        self._report_stragglers(pods, by_key, snapshot)
-        for eviction in plan.evictions:
-            self.queue_writer.evict(eviction, by_key)
-            if eviction.shrink:
-                self.recovery.shrunk_by_preemption(eviction, by_key)
-            self.stats.evicted_gangs += 1
-        self.topology_writer.write(topology_objects, topo.statuses)
-        allocated = {  # pod -> why the allocation (or the topology placement) chose this
-            placement.pod: decision.reason
-            for decision in plan.decisions
-            if decision.placed
-            and (decision.subject in hetero.choices or decision.subject in topology_gangs)
-            for placement in decision.placements
-        }
-        step_times = {
-            decision.placements[0].pod: (decision.predicted_step_s, decision.ideal_step_s)
-            for decision in plan.decisions
-            if decision.placed
-            and decision.placements
-            and decision.predicted_step_s is not None
-            and decision.ideal_step_s is not None
-        }
-        bindings = []
-        assumed: dict[str, dict[str, Any]] = {}
-        for decision in plan.decisions:
-            if not decision.placed:
-                continue
-            binding = self._gang_binding(decision.placements, by_key, allocated, step_times)
-            claims = reserver.claims.get(decision.subject, GangClaims())
-            bindings.append(with_claims(binding, claims))
-        results = bind_gangs(
-            self.core, bindings, self._binding_pool(), self.elector.is_leader, self.dra.write
-        )
-        for binding, result in zip(bindings, results, strict=True):
-            if result is None:  # not tried: the Lease was lost first; the new leader decides
-                continue  # (gangs bound concurrently: a later one may have been bound)
-            gang, failures = binding.placements, result.failures
-            if result.undone:
-                self._undone(result.undone, by_key, failures[gang[0].pod])
-            self.stats.bind_failures += len(failures)
-            reason = binding.annotations.get(PLACEMENT_REASON_ANNOTATION)
-            if reason and not failures:
-                job = owning_job(by_key[gang[0].pod]) if gang[0].pod in by_key else None
-                if job is not None:
-                    record_event(self.core, job, "Scheduled", reason, kind="Normal")
-                    self.stats.events += 1
-            for position, placement in enumerate(gang):
-                rank = binding.ranks.get(placement.pod, position)
-                if placement.pod in failures:
-                    plan.unplaced[placement.pod] = failures[placement.pod]
-                    continue
-                self.stats.bound += 1
-                self._last_event.pop(placement.pod, None)
-                written = {**binding.annotations, **binding_annotations(placement, rank)}
-                pod = self._assume_bound(by_key.get(placement.pod), placement.node, written)
-                if pod is not None:
-                    assumed[placement.pod] = pod
-        for key, reason in plan.unplaced.items():
-            pod = by_key.get(key)
-            if pod is not None and self._last_event.get(key) != reason:
-                record_event(self.core, pod, "FailedScheduling", reason)
-                self._last_event[key] = reason
-                self.stats.events += 1
-        self.queue_writer.write_status(tree, plan.queue_reports, queue_objects)
-        if assumed:  # what follows sees this cycle's bindings
-            pods = [assumed.get(pod_key(p), p) for p in pods]
-        self.inference.reconcile_all(
-            self.inference_services.values(),
-            pods,
-            plan.unplaced,
-            synced=self.inference_services.wait_synced(0),
-            nodes=nodes,
+        cycle = CycleInput(
+            pods=pods,
+            by_key=by_key,
+            nodes=list(nodes),
+            gpujobs=gpujobs,
+            snapshot=snapshot,
+            faults=faults,
+            topology_objects=topology_objects,
+            topology_statuses=topo.statuses,
             topology=self._scheduler.topology.topology if self._scheduler.topology else None,
+            queue_objects=queue_objects,
+            tree=tree,
+            hetero=hetero,
+            topology_gangs=topology_gangs,
+            reserver=ClaimReserver(self.dra, dra, by_key),
         )
-        return plan
-
-    def _undone(self, keys: Iterable[str], by_key: dict[str, dict[str, Any]], cause: str) -> None:
-        """Pods deleted to undo a gang: gone from the cache now, a Warning on their GPUJob."""
-        jobs: dict[str, dict[str, Any]] = {}
-        for key in keys:
-            self.pods.forget(key)
-            pod = by_key.get(key)
-            job = owning_job(pod) if pod is not None else None
-            if job is not None:
-                jobs[job["metadata"]["name"]] = job
-        self.stats.undone_gangs += 1
-        for job in jobs.values():
-            record_event(self.core, job, UNDONE_REASON, cause)
-            self.stats.events += 1
+        return cycle, work, queues
 
     def _binding_pool(self) -> ThreadPoolExecutor | None:
         """The threads that bind gangs concurrently (kept across cycles; None: one at a time)."""
@@ -577,67 +503,6 @@ class Operator:
                 self.config.bind_workers, thread_name_prefix="bind"
             )
         return self._bind_pool
-
-    def _report_stragglers(
-        self,
-        pods: list[dict[str, Any]],
-        by_key: dict[str, dict[str, Any]],
-        snapshot: ClusterSnapshot,
-    ) -> None:
-        """Feed the gangs' step-time reports to their detectors; a Warning Event on each rank
-        newly flagged (deliberate caps from the GPUNode specs discounted, the GPUs' published
-        power draw, SM clock and utilisation as evidence) or report refused."""
-        caps: CapSlowdowns | None = None
-
-        def expected(report: RankReport) -> float:
-            nonlocal caps
-            if caps is None:  # built only in a cycle that has step-time reports to judge
-                models = {
-                    snapshot.node_names[row]: snapshot.gpu_models[int(model)]
-                    for row, model in enumerate(snapshot.node_gpu_model)
-                    if model != NO_GPU_MODEL
-                }
-                caps = CapSlowdowns(self.gpunodes.values(), models)
-            return caps.expected(report)
-
-        gpus: GpuReadings | None = None
-
-        def readings(report: RankReport) -> RankReadings:
-            nonlocal gpus
-            if gpus is None:
-                gpus = GpuReadings(self.gpunodes.values())
-            return gpus.of(report)
-
-        for notice in self.stragglers.update(pods, expected, readings):
-            pod = by_key.get(notice.pod)
-            if pod is not None:
-                record_event(self.core, pod, notice.reason, notice.message)
-                self.stats.events += 1
-
-    @staticmethod
-    def _gang_binding(
-        gang: tuple[Placement, ...],
-        by_key: dict[str, dict[str, Any]],
-        allocated: dict[str, str],
-        step_times: dict[str, tuple[float, float]],
-    ) -> GangBinding:
-        """What to bind for one gang: UIDs (precondition), the reason and predicted step time
-        as annotations, and the ranks rejoining workers of an elastic job keep."""
-        uids = {
-            p.pod: str(by_key[p.pod]["metadata"].get("uid", ""))
-            for p in gang
-            if p.pod in by_key and by_key[p.pod]["metadata"].get("uid")
-        }
-        reason = allocated.get(gang[0].pod) if gang else None
-        annotations = {PLACEMENT_REASON_ANNOTATION: reason} if reason else {}
-        if gang and gang[0].pod in step_times:
-            predicted, ideal = step_times[gang[0].pod]
-            annotations[PREDICTED_STEP_ANNOTATION] = f"{predicted:.6g}"
-            annotations[IDEAL_STEP_ANNOTATION] = f"{ideal:.6g}"
-        # workers joining a running elastic job take the ranks it lacks
-        ranks = join_ranks([p.pod for p in gang], by_key, by_key.values())
-        owned = frozenset(p.pod for p in gang if p.pod in by_key and controlled(by_key[p.pod]))
-        return GangBinding(tuple(gang), uids, annotations, ranks, owned=owned)
 
     def _hetero_cycle(
         self,
@@ -674,29 +539,6 @@ class Operator:
                 if created is not None:
                     pending_created.append(created)
         return cluster_figures(snapshot, workload, pending_created, now_s(), duration_s)
-
-    def _assume_bound(
-        self, pod: dict[str, Any] | None, node: str, written: dict[str, str]
-    ) -> dict[str, Any] | None:
-        """The pod in the cache as the binding made it (node, `written` annotations: GPUs,
-        rank, NICs, reasons); returns that new object (`pod`, the cached one, is not changed).
-
-        Not when the watch has already reported the pod bound: that version is newer than
-        the one the cycle started from (e.g. already Running, with its startTime).
-        """
-        if pod is None:
-            return None
-        cached = self.pods.peek(pod_key(pod))  # read only: no copy per bound pod
-        if cached is not None and (cached.get("spec") or {}).get("nodeName"):
-            return cached
-        meta = pod["metadata"]
-        bound = {
-            **pod,
-            "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **written}},
-            "spec": {**(pod.get("spec") or {}), "nodeName": node},
-        }
-        self.pods.assume(bound)
-        return bound
 
 
 def _parse_time(text: str | None) -> float | None:
