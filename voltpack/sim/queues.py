@@ -217,7 +217,7 @@ class _Run:
         self.evictions: list[EvictionRecord] = []
         for job in jobs:
             self.figures.setdefault(job.queue, QueueFigures(guaranteed_share=0.0))
-            heapq.heappush(self.events, (job.arrival_s, ARRIVAL, 0, job.name))
+            heapq.heappush(self.events, (float(job.arrival_s), ARRIVAL, 0, job.name))
 
     def execute(self) -> QueueSimResult:
         """The event loop: at each instant departures, then arrivals, then a round; rounds
