@@ -21,6 +21,13 @@ from voltpack.model.decision import Placement
 from voltpack.model.resources import QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.work import PendingWork, RunningGang
+from voltpack.scheduler.fault_recovery import (
+    FaultedGang,
+    FaultScope,
+    GangShape,
+    RecoveryKind,
+    RecoveryPolicy,
+)
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queues import QueueTree
 from voltpack.scheduler.session import SessionQueues, decide
@@ -81,14 +88,16 @@ def queue(guaranteed: float) -> QueueSpec:
     return QueueSpec.model_validate({"quotas": [{"gpuModel": "*", "guaranteed": guaranteed}]})
 
 
-def running(snapshot: ClusterSnapshot, name: str, queue_name: str, node: str) -> RunningGang:
+def running(
+    snapshot: ClusterSnapshot, name: str, queue_name: str, node: str, started_s: float = 0.0
+) -> RunningGang:
     row = snapshot.node_index(node)
     pods = []
     for index in range(4):
         pod = whole_pod(f"{name}-{index}", 1)
         snapshot.allocate(row, pod, (index,))
         pods.append((pod, row, (index,)))
-    return RunningGang(name, queue_name, 0, False, 0.0, tuple(pods))
+    return RunningGang(name, queue_name, 0, False, started_s, tuple(pods))
 
 
 def test_reclaim_evicts_and_places_through_the_statement_and_a_refused_reserve_undoes_both() -> (
@@ -164,3 +173,56 @@ def test_statements_nest_and_roll_back_to_checkpoints() -> None:
     assert snapshot.journal is None
     with pytest.raises(RuntimeError, match="ended"):
         outer.checkpoint()
+
+
+def faulted_gang(
+    gang: RunningGang, *, elastic: bool = False, deferred: float | None = None
+) -> FaultedGang:
+    return FaultedGang(
+        name=gang.name,
+        scope=FaultScope.GPU,
+        shape=GangShape(workers=4, full_workers=4, min_workers=2 if elastic else 4),
+        hit_workers=1,
+        elastic=elastic,
+        restart_deferred_until_s=deferred,
+        pods=frozenset(pod.name for pod, _, _ in gang.pods),
+    )
+
+
+def test_recovery_comes_first_and_a_recovering_gang_is_no_preemption_victim() -> None:
+    snapshot = snapshot_of(gpu_node("n1", 4), gpu_node("n2", 4))
+    hit = running(snapshot, "hit", "b", "n1", started_s=50.0)  # the first choice otherwise
+    healthy = running(snapshot, "healthy", "b", "n2")
+    queues = SessionQueues(
+        tree=QueueTree.build({"a": queue(4), "b": queue(0)}),
+        rules=PreemptionRules(min_runtime_s=0.0),
+        running=[hit, healthy],
+        gangs={"owner": ("a", False)},
+        now_s=100.0,
+    )
+    plan = decide(
+        scheduler_for("best-fit", snapshot), snapshot, PendingWork(groups=[gang("owner", 4)]),
+        np.random.default_rng(0), queues=queues, faulted=[faulted_gang(hit)],
+    )  # fmt: skip
+    assert plan.recoveries["hit"].kind is RecoveryKind.RESTART
+    # the reclaim takes the healthy borrower, not the gang already restarting
+    assert [e.gang.name for e in plan.evictions] == ["healthy"]
+
+
+def test_recovery_shrinks_an_elastic_gang_and_defers_a_restart_over_its_budget() -> None:
+    snapshot = snapshot_of(gpu_node("n1", 4), gpu_node("n2", 4))
+    elastic = running(snapshot, "elastic", "b", "n1")
+    capped = running(snapshot, "capped", "b", "n2")
+    plan = decide(
+        scheduler_for("best-fit", snapshot), snapshot, PendingWork(), np.random.default_rng(0),
+        faulted=[faulted_gang(elastic, elastic=True), faulted_gang(capped, deferred=160.0)],
+    )  # fmt: skip
+    assert plan.recoveries["elastic"].kind is RecoveryKind.SHRINK
+    assert plan.recoveries["capped"].kind is None
+    assert plan.recoveries["capped"].deferred_until_s == 160.0
+    policy_off = RecoveryPolicy(shrink=False)
+    plan = decide(
+        scheduler_for("best-fit", snapshot), snapshot, PendingWork(), np.random.default_rng(0),
+        faulted=[faulted_gang(elastic, elastic=True)], recovery=policy_off,
+    )  # fmt: skip
+    assert plan.recoveries["elastic"].kind is RecoveryKind.RESTART

@@ -48,7 +48,7 @@ from voltpack.operator.scheduling.binding_writer import BindingWriter, PendingEv
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
 from voltpack.operator.scheduling.gang_recovery import GangRecovery
 from voltpack.operator.scheduling.gang_undo import PartialGangs
-from voltpack.operator.scheduling.gpu_faults import gpu_faults
+from voltpack.operator.scheduling.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.scheduling.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.scheduling.job_history import JobHistoryRecorder
 from voltpack.operator.scheduling.jobs import JobController
@@ -405,7 +405,15 @@ class Operator:
         before = cycle.snapshot.copy() if self.metrics is not None else None
         assert self._scheduler is not None
         plan = decide(
-            self._scheduler, cycle.snapshot, work, self._rng, self._observed, queues, cycle.reserver
+            self._scheduler,
+            cycle.snapshot,
+            work,
+            self._rng,
+            self._observed,
+            queues,
+            cycle.reserver,
+            cycle.faulted or (),
+            self.recovery.policy,
         )
         self.stats.cycles += 1
         self.stats.last_plan = plan
@@ -478,6 +486,13 @@ class Operator:
             model_choices=hetero.choices,
         )
         by_key = {pod_key(p): p for p in pods}
+        rows = {name: row for row, name in enumerate(snapshot.node_names)}
+        isolation = isolation_of(faults, rows, self.recovery.policy)
+        faulted = (  # leader only: preparing keeps recovery state the writers then act on
+            self.recovery.prepare(gpujobs, pods, faults, isolation, snapshot)
+            if self.elector.is_leader()
+            else None
+        )
         cycle = CycleInput(
             pods=pods,
             by_key=by_key,
@@ -485,6 +500,8 @@ class Operator:
             gpujobs=gpujobs,
             snapshot=snapshot,
             faults=faults,
+            isolation=isolation,
+            faulted=faulted,
             topology_objects=topology_objects,
             topology_statuses=topo.statuses,
             topology=self._scheduler.topology.topology if self._scheduler.topology else None,

@@ -173,3 +173,45 @@ class RestartBudget:
         while times and times[0] <= now_s - self.policy.budget_window_s:
             times.popleft()
         return times
+
+
+@dataclass(frozen=True)
+class FaultedGang:
+    """A running gang some of whose workers sit on a fault (a cordoned GPU or node)."""
+
+    name: str
+    scope: FaultScope
+    """The widest scope among the faults its workers sit on."""
+    shape: GangShape
+    hit_workers: int
+    """Workers on the fault."""
+    elastic: bool
+    """It may run with fewer workers (shrink in place) at all."""
+    restart_deferred_until_s: float | None
+    """When its restart budget next allows a re-placement, if not now (None: now)."""
+    pods: frozenset[str] = frozenset()
+    """Its running workers (pod names): while it recovers, it is no preemption victim."""
+
+
+@dataclass(frozen=True)
+class RecoveryChoice:
+    """What the session chose for a faulted gang: shrink, restart, or wait for its budget."""
+
+    kind: RecoveryKind | None
+    """None: the restart is deferred until `deferred_until_s`."""
+    deferred_until_s: float | None = None
+
+
+def choose_recovery(gang: FaultedGang, policy: RecoveryPolicy) -> RecoveryChoice:
+    """Shrink an elastic gang in place when it keeps its minimum; else restart it from its
+    checkpoint when its budget allows, or defer the restart until it does."""
+    kind = (
+        recovery_for(gang.scope, gang.shape, gang.hit_workers, policy)
+        if gang.elastic
+        else RecoveryKind.RESTART
+    )
+    if kind is RecoveryKind.SHRINK:
+        return RecoveryChoice(RecoveryKind.SHRINK)
+    if gang.restart_deferred_until_s is not None:
+        return RecoveryChoice(None, gang.restart_deferred_until_s)
+    return RecoveryChoice(RecoveryKind.RESTART)

@@ -2,6 +2,10 @@
 
 In the manner of KAI-Scheduler's session, the steps run inside the core, in this order:
 
+0. **recovery**: each gang hit by a fault shrinks in place, restarts from its checkpoint, or
+   waits for its restart budget (`fault_recovery.choose_recovery`); a gang that recovers is
+   no preemption victim in the same session. Its pods keep their GPUs until they are gone
+   (a pod being deleted still runs), so recovery frees nothing within the session;
 1. **queue order and quotas**: the next gang of the queue with the lowest share (within a
    queue by priority, then arrival), and no gang beyond a limit (`queue_cycle.py`);
 2. **placement** with topology (a gang with a topology request as one unit);
@@ -28,9 +32,17 @@ from voltpack.model.work import Eviction, PendingWork, RunningGang
 from voltpack.policies.fair_share import FairShareOrdering, QueueOrdering
 from voltpack.policies.hetero.model_choice import ModelChoice
 from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.fault_recovery import (
+    FaultedGang,
+    RecoveryChoice,
+    RecoveryPolicy,
+    choose_recovery,
+)
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import PendingGang, QueueReport, schedule_queues
 from voltpack.scheduler.queues import DEFAULT_QUEUE, QueueTree
+
+DEFAULT_RECOVERY = RecoveryPolicy()
 
 
 class DeviceReserver(Protocol):
@@ -66,6 +78,8 @@ class Plan:
     decisions: list[Decision] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     queue_reports: dict[str, QueueReport] = field(default_factory=dict)
+    recoveries: dict[str, RecoveryChoice] = field(default_factory=dict)
+    """Faulted gang -> how it recovers (the driver carries it out)."""
 
 
 def decide(
@@ -76,6 +90,8 @@ def decide(
     observed: set[str] | None = None,
     queues: SessionQueues | None = None,
     reserver: DeviceReserver | None = None,
+    faulted: Sequence[FaultedGang] = (),
+    recovery: RecoveryPolicy = DEFAULT_RECOVERY,
 ) -> Plan:
     """Decide every pending gang on `snapshot` (which the decisions change), queue by queue.
 
@@ -83,9 +99,19 @@ def decide(
     already seen arrive; new ones are shown to it (and added) before they are tried, as the
     simulator does on arrival. Without `queues`, every gang is in the default queue and nothing
     is preempted; without `reserver`, placement needs no devices beyond the snapshot's.
+    `faulted` are the running gangs on a fault; `recovery` the policy that chooses for them.
     """
     context = queues or SessionQueues()
     plan = Plan(unplaced=dict(work.held))
+    plan.recoveries = {gang.name: choose_recovery(gang, recovery) for gang in faulted}
+    recovering = {
+        pod for gang in faulted if plan.recoveries[gang.name].kind is not None for pod in gang.pods
+    }
+    running = [
+        gang
+        for gang in context.running
+        if not any(pod.name in recovering for pod, _, _ in gang.pods)
+    ]
     pending = []
     for arrival, group in enumerate(work.groups):
         queue, preemptible = context.gangs.get(group.name, (DEFAULT_QUEUE, False))
@@ -104,7 +130,7 @@ def decide(
         return reserver.reserve(decision.subject, decision.placements)
 
     result = schedule_queues(
-        scheduler, snapshot, context.tree, pending, context.running, context.ordering,
+        scheduler, snapshot, context.tree, pending, running, context.ordering,
         context.rules, context.now_s, rng, observe, reserve if reserver is not None else None,
     )  # fmt: skip
     groups = {group.name: group for group in work.groups}

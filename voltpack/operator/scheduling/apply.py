@@ -17,6 +17,7 @@ from voltpack.model.topology import ClusterTopology
 from voltpack.operator.dra.support import ClaimReserver
 from voltpack.operator.scheduling.gpu_faults import GpuFaultSeen
 from voltpack.operator.scheduling.hetero import HeteroCycle
+from voltpack.scheduler.fault_recovery import FaultedGang, Isolation
 from voltpack.scheduler.queues import QueueTree
 from voltpack.scheduler.session import Plan
 
@@ -51,6 +52,11 @@ class CycleInput:
     snapshot: ClusterSnapshot
     """After the session: this cycle's decisions are in it."""
     faults: list[GpuFaultSeen]
+    isolation: Isolation
+    """What the faults take out of service (the recovery policy's granularity)."""
+    faulted: list[FaultedGang] | None
+    """The gangs on a fault, prepared for the session's recovery step; None: not prepared
+    (this replica did not lead when the cycle began)."""
     topology_objects: Sequence[dict[str, Any]]
     topology_statuses: dict[str, dict[str, Any]]
     topology: ClusterTopology | None

@@ -52,7 +52,7 @@ from voltpack.operator.kube.conventions import (
     WORKER_RANKS_ANNOTATION,
     WORLD_SIZE_ANNOTATION,
 )
-from voltpack.operator.kube.translate import gpu_indices, pod_from_k8s
+from voltpack.operator.kube.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.operator.scheduling.gpu_faults import GpuFaultSeen
 from voltpack.operator.scheduling.jobs import (
     JOB_LABEL,
@@ -64,13 +64,15 @@ from voltpack.operator.scheduling.jobs import (
 )
 from voltpack.policies.strategy import pick_best_fit_gpus
 from voltpack.scheduler.fault_recovery import (
+    FaultedGang,
     FaultScope,
     GangShape,
     Isolation,
+    RecoveryChoice,
     RecoveryKind,
     RecoveryPolicy,
     RestartBudget,
-    recovery_for,
+    choose_recovery,
     restart_workers,
 )
 from voltpack.scheduler.filter import filter_nodes
@@ -113,6 +115,19 @@ class _Hit:
     reason: str
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """One job as `prepare` found it: its workers alive and bound, and those on a fault."""
+
+    job: dict[str, Any]
+    spec: GpuJobSpec
+    key: str
+    state: _JobState
+    bound: list[dict[str, Any]]
+    alive: list[dict[str, Any]]
+    hits: dict[str, _Hit]
+
+
 class GangRecovery:
     """Carries out the recovery core's decisions for every GPUJob, cycle after cycle."""
 
@@ -131,6 +146,7 @@ class GangRecovery:
         self.budget = RestartBudget(self.policy)
         self.clock = clock
         self._state: dict[str, _JobState] = {}
+        self._prepared: dict[str, _Prepared] = {}
         self.restarts = 0
         self.shrinks = 0
         self.grows = 0
@@ -148,7 +164,22 @@ class GangRecovery:
         isolation: Isolation,
         snapshot: ClusterSnapshot,
     ) -> dict[str, WorkerPlan]:
-        """Act on every job hit by a fault (or short of workers); the controller's plans."""
+        """`prepare`, the core's choice for each faulted gang, and `carry_out`, in one call
+        (the operator's cycle has the session choose in between)."""
+        faulted = self.prepare(gpujobs, pods, faults, isolation, snapshot)
+        choices = {gang.name: choose_recovery(gang, self.policy) for gang in faulted}
+        return self.carry_out(choices, snapshot)
+
+    def prepare(
+        self,
+        gpujobs: Iterable[dict[str, Any]],
+        pods: list[dict[str, Any]],
+        faults: list[GpuFaultSeen],
+        isolation: Isolation,
+        snapshot: ClusterSnapshot,
+    ) -> list[FaultedGang]:
+        """Every job's workers matched with the faults; the gangs hit, for the session to
+        choose their recovery (`carry_out` then acts on the choices)."""
         now = self.clock()
         by_job: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for pod in pods:
@@ -156,9 +187,10 @@ class GangRecovery:
             job = (meta.get("labels") or {}).get(JOB_LABEL)
             if job:
                 by_job.setdefault((meta.get("namespace") or "default", job), []).append(pod)
-        plans: dict[str, WorkerPlan] = {}
+        self._prepared = {}
         seen = set()
         quiet = not isolation.gpus and not isolation.nodes
+        faulted = []
         for job in gpujobs:
             meta = job["metadata"]
             if meta.get("deletionTimestamp"):
@@ -173,11 +205,30 @@ class GangRecovery:
                 continue
             workers = by_job.get((meta["namespace"], meta["name"]), [])
             try:
-                plans[key] = self._job(job, spec, key, workers, faults, isolation, snapshot, now)
+                prepared = self._prepare_job(job, spec, key, workers, faults, isolation, snapshot)
             except Exception as error:  # one job's trouble does not stop the others
                 log.warning("GPUJob %s: recovery not carried out: %s", key, api_message(error))
+                continue
+            self._prepared[key] = prepared
+            if prepared.hits and not prepared.state.draining:
+                faulted.append(self._faulted(prepared, now))
         for gone in set(self._state) - seen:
             del self._state[gone]
+        return faulted
+
+    def carry_out(
+        self, choices: Mapping[str, RecoveryChoice], snapshot: ClusterSnapshot
+    ) -> dict[str, WorkerPlan]:
+        """Act on the prepared jobs: each faulted gang as `choices` says, elastic jobs short
+        of workers grown back when room holds; the job controller's plans."""
+        now = self.clock()
+        plans: dict[str, WorkerPlan] = {}
+        for key, job in self._prepared.items():
+            try:
+                plans[key] = self._carry_out_job(job, choices.get(key), snapshot, now)
+            except Exception as error:  # one job's trouble does not stop the others
+                log.warning("GPUJob %s: recovery not carried out: %s", key, api_message(error))
+        self._prepared = {}
         return plans
 
     def shrunk_by_preemption(
@@ -214,7 +265,7 @@ class GangRecovery:
                 self.budget.record(key, moment)
         return state
 
-    def _job(
+    def _prepare_job(
         self,
         job: dict[str, Any],
         spec: GpuJobSpec,
@@ -223,11 +274,10 @@ class GangRecovery:
         faults: list[GpuFaultSeen],
         isolation: Isolation,
         snapshot: ClusterSnapshot,
-        now: float,
-    ) -> WorkerPlan:
+    ) -> _Prepared:
         state = self._state.get(key)
         if state is None:
-            state = self._state[key] = self._seed(job, key, now)
+            state = self._state[key] = self._seed(job, key, self.clock())
         present = {str(w["metadata"].get("uid")) for w in workers}
         state.draining &= present
         state.shed &= present
@@ -248,12 +298,43 @@ class GangRecovery:
             for w in bound
             if (hit := self._hit(w, faults, isolation, snapshot)) is not None
         }
-        if hits and not state.draining:
-            gone = self._recover(job, spec, key, state, bound, alive, hits, now)
+        return _Prepared(job, spec, key, state, bound, alive, hits)
+
+    def _faulted(self, job: _Prepared, now: float) -> FaultedGang:
+        """The core's view of a job hit by faults."""
+        hits = job.hits.values()
+        first = next(iter(hits))
+        scope = FaultScope.NODE if any(h.scope is FaultScope.NODE for h in hits) else first.scope
+        spec = job.spec
+        allowed_s = self.budget.next_allowed_s(job.key, now)
+        return FaultedGang(
+            name=job.key,
+            scope=scope,
+            shape=GangShape(
+                workers=min(len(job.bound), spec.workers),
+                full_workers=spec.workers,
+                min_workers=min(spec.min_workers or spec.workers, spec.workers),
+            ),
+            hit_workers=len(job.hits),
+            elastic=is_elastic(spec),
+            restart_deferred_until_s=allowed_s if allowed_s > now else None,
+            pods=frozenset(pod_key(w) for w in job.bound),
+        )
+
+    def _carry_out_job(
+        self,
+        job: _Prepared,
+        choice: RecoveryChoice | None,
+        snapshot: ClusterSnapshot,
+        now: float,
+    ) -> WorkerPlan:
+        state, bound = job.state, job.bound
+        if job.hits and not state.draining and choice is not None:
+            gone = self._recover(job, choice, now)
             bound = [w for w in bound if w["metadata"]["name"] not in gone]
-        elif state.missing and not state.draining and not hits and is_elastic(spec):
-            self._grow(job, spec, key, state, bound, snapshot, now)
-        return self._plan(job, spec, state, bound)
+        elif state.missing and not state.draining and not job.hits and is_elastic(job.spec):
+            self._grow(job.job, job.spec, job.key, state, bound, snapshot, now)
+        return self._plan(job.job, job.spec, state, bound)
 
     def _hit(
         self,
@@ -277,38 +358,15 @@ class GangRecovery:
         reason = mine[0].reason if mine else f"node {node_name} is cordoned"
         return _Hit(scope, reason)
 
-    def _recover(
-        self,
-        job: dict[str, Any],
-        spec: GpuJobSpec,
-        key: str,
-        state: _JobState,
-        bound: list[dict[str, Any]],
-        alive: list[dict[str, Any]],
-        hits: dict[str, _Hit],
-        now: float,
-    ) -> set[str]:
-        """Shrink or restart the job (or defer the restart); the names of the pods deleted."""
-        name = job["metadata"]["name"]
+    def _recover(self, job: _Prepared, choice: RecoveryChoice, now: float) -> set[str]:
+        """Shrink or restart the job (or defer the restart) as the session chose; the names
+        of the pods deleted."""
+        name, state, hits = job.job["metadata"]["name"], job.state, job.hits
         first = next(iter(hits.values()))
-        scope = (
-            FaultScope.NODE
-            if any(h.scope is FaultScope.NODE for h in hits.values())
-            else first.scope
-        )
-        running = len(bound)
-        gang = GangShape(
-            workers=min(running, spec.workers),
-            full_workers=spec.workers,
-            min_workers=min(spec.min_workers or spec.workers, spec.workers),
-        )
-        kind = (
-            recovery_for(scope, gang, len(hits), self.policy)
-            if is_elastic(spec)
-            else RecoveryKind.RESTART
-        )
-        if kind is RecoveryKind.SHRINK:
-            for pod in bound:
+        running = len(job.bound)
+        if choice.kind is RecoveryKind.SHRINK:
+            min_workers = min(job.spec.min_workers or job.spec.workers, job.spec.workers)
+            for pod in job.bound:
                 if pod["metadata"]["name"] in hits:
                     self._delete(pod)
                     state.shed.add(str(pod["metadata"].get("uid")))
@@ -317,41 +375,41 @@ class GangRecovery:
                         state.missing.add(index)
             left = running - len(hits)
             self._say(
-                job,
+                job.job,
                 state,
                 "ShrunkInPlace",
                 f"{first.reason}: shrinking in place from {running} to {left} workers "
-                f"(minWorkers {gang.min_workers}); the other workers go on without a restart",
+                f"(minWorkers {min_workers}); the other workers go on without a restart",
             )
             self.shrinks += 1
             return set(hits)
-        allowed_at = self.budget.next_allowed_s(key, now)
-        if allowed_at > now:
+        if choice.kind is None:
+            allowed_at = choice.deferred_until_s or now
             message = (
                 f"{first.reason}: gang restart deferred until {_stamp(allowed_at)} (restart "
                 f"budget: {self.policy.max_restarts} per {self._window()}, with backoff)"
             )
             if state.deferred != first.reason:
                 state.deferred = first.reason
-                self._say(job, state, "RestartDeferred", message)
+                self._say(job.job, state, "RestartDeferred", message)
             return set()
-        self.budget.record(key, now)
-        count = self.budget.count(key, now)
-        for pod in alive:
+        self.budget.record(job.key, now)
+        count = self.budget.count(job.key, now)
+        for pod in job.alive:
             self._delete(pod)
-        state.draining = {str(p["metadata"].get("uid")) for p in alive}
+        state.draining = {str(p["metadata"].get("uid")) for p in job.alive}
         state.missing.clear()
         state.rejoin.clear()
         state.deferred = ""
         self._say(
-            job,
+            job.job,
             state,
             "RestartingGang",
             f"{first.reason}: restarting gang from its checkpoint (restart {count} of "
             f"{self.policy.max_restarts} {self._window('this')})",
         )
         self.restarts += 1
-        return {p["metadata"]["name"] for p in alive}
+        return {p["metadata"]["name"] for p in job.alive}
 
     def _grow(
         self,

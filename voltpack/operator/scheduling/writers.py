@@ -15,7 +15,6 @@ from voltpack.operator.power.straggler_caps import CapSlowdowns, GpuReadings, Ra
 from voltpack.operator.scheduling.apply import CycleInput, OperatorStats
 from voltpack.operator.scheduling.gang_recovery import GangRecovery
 from voltpack.operator.scheduling.gang_undo import PartialGangs
-from voltpack.operator.scheduling.gpu_faults import isolation_of
 from voltpack.operator.scheduling.job_history import JobHistoryRecorder
 from voltpack.operator.scheduling.jobs import JobController
 from voltpack.operator.scheduling.queues import QueueWriter
@@ -43,7 +42,8 @@ class MoveWriter:
 
 
 class JobWriter:
-    """GPUJobs: gangs found partly bound undone, fault recovery carried out, workers created
+    """GPUJobs: gangs found partly bound undone, the session's recovery choices carried out,
+    workers created
     by the job controller (told which waited last cycle, and why), the jobs' history kept."""
 
     def __init__(
@@ -61,15 +61,18 @@ class JobWriter:
 
     def apply(self, plan: Plan, cycle: CycleInput) -> None:
         snapshot = cycle.snapshot
-        rows = {name: row for row, name in enumerate(snapshot.node_names)}
-        isolation = isolation_of(cycle.faults, rows, self.recovery.policy)
         partly_bound = self.partial_gangs.cycle(cycle.pods)
         if partly_bound:
             for key in partly_bound:
                 self.pods.forget(key)
             self.stats.undone_gangs += 1
         pods = list(cycle.pods)
-        worker_plans = self.recovery.cycle(cycle.gpujobs, pods, cycle.faults, isolation, snapshot)
+        if cycle.faulted is None:  # led only since the cycle began: recovery chooses alone
+            worker_plans = self.recovery.cycle(
+                cycle.gpujobs, pods, cycle.faults, cycle.isolation, snapshot
+            )
+        else:  # the session chose for the gangs prepared
+            worker_plans = self.recovery.carry_out(plan.recoveries, snapshot)
         self.controller.reconcile_all(cycle.gpujobs, pods, self._last_unplaced, worker_plans)
         if self.history is not None:
             self.history.observe(cycle.gpujobs)
