@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import Response
 
-from fastapi import Query, Response
-
-from voltpack.api.paging import (
-    AFTER_TEXT,
-    CONTINUE_TEXT,
-    DEFAULT_LIMIT,
-    LIMIT_TEXT,
-    MAX_LIMIT,
-    MAX_TOKEN_CHARS,
-    send_page,
-)
+from voltpack.api.paging import DEFAULT_LIMIT, send_page
 from voltpack.api.problems import ApiProblemError
 from voltpack.api.routers import resource_router
 from voltpack.api.routers.access import CanGet
-from voltpack.api.routers.reading import read, start_of
+from voltpack.api.routers.reading import AfterKey, ContinueToken, PageLimit, read, start_of
 from voltpack.model.admin import ClusterSummary, NodeView
 
 router = resource_router("cluster")
@@ -34,12 +24,9 @@ def cluster(caller: CanGet) -> ClusterSummary:
 def nodes(
     caller: CanGet,
     response: Response,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description=LIMIT_TEXT)] = DEFAULT_LIMIT,
-    continue_: Annotated[
-        str | None,
-        Query(alias="continue", max_length=MAX_TOKEN_CHARS, description=CONTINUE_TEXT),
-    ] = None,
-    after: Annotated[str | None, Query(max_length=512, description=AFTER_TEXT)] = None,
+    limit: PageLimit = DEFAULT_LIMIT,
+    continue_: ContinueToken = None,
+    after: AfterKey = None,
 ) -> list[NodeView]:
     """Nodes by name with their GPUs' health, allocation and power, a page at a time: while
     more follow, `X-Continue` holds the token for the next page (see the API docs)."""

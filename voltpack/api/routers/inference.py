@@ -10,7 +10,7 @@ from fastapi import Query, Response
 from voltpack.api.problems import ApiProblemError
 from voltpack.api.routers import resource_router
 from voltpack.api.routers.access import Caller, CanGet
-from voltpack.api.routers.reading import MAX_PAGE, PAGE_AFTER, PAGE_LIMIT, page_by_key, read
+from voltpack.api.routers.reading import MAX_PAGE, PAGE_LIMIT, AfterKey, page_by_key, read
 from voltpack.api.sources import InferenceSource
 from voltpack.model.inference_views import InferencePlanView, InferenceServiceView
 
@@ -29,7 +29,7 @@ def inference_services(
     response: Response,
     namespace: Annotated[str | None, Query(max_length=253)] = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=PAGE_LIMIT)] = None,
-    after: Annotated[str | None, Query(max_length=512, description=PAGE_AFTER)] = None,
+    after: AfterKey = None,
 ) -> list[InferenceServiceView]:
     """InferenceServices (by namespace/name) with their phase, replicas, predicted cost
     and planning rate; all of them unless `limit` is given."""

@@ -6,19 +6,11 @@ from typing import Annotated
 
 from fastapi import Query, Response
 
-from voltpack.api.paging import (
-    AFTER_TEXT,
-    CONTINUE_TEXT,
-    DEFAULT_LIMIT,
-    LIMIT_TEXT,
-    MAX_LIMIT,
-    MAX_TOKEN_CHARS,
-    send_page,
-)
+from voltpack.api.paging import DEFAULT_LIMIT, send_page
 from voltpack.api.problems import ApiProblemError
 from voltpack.api.routers import resource_router
 from voltpack.api.routers.access import CanGet
-from voltpack.api.routers.reading import read, start_of
+from voltpack.api.routers.reading import AfterKey, ContinueToken, PageLimit, read, start_of
 from voltpack.model.admin import JobView
 
 router = resource_router("workloads")
@@ -30,12 +22,9 @@ def jobs(
     response: Response,
     pending: Annotated[bool | None, Query(description="only pending (true) or not")] = None,
     queue: Annotated[str | None, Query(max_length=253)] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description=LIMIT_TEXT)] = DEFAULT_LIMIT,
-    continue_: Annotated[
-        str | None,
-        Query(alias="continue", max_length=MAX_TOKEN_CHARS, description=CONTINUE_TEXT),
-    ] = None,
-    after: Annotated[str | None, Query(max_length=512, description=AFTER_TEXT)] = None,
+    limit: PageLimit = DEFAULT_LIMIT,
+    continue_: ContinueToken = None,
+    after: AfterKey = None,
 ) -> list[JobView]:
     """Jobs and pod groups by namespace/name with their placement, or why they are pending,
     a page at a time (`X-Continue`); with a filter a page may hold fewer than `limit` jobs

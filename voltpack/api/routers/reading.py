@@ -4,19 +4,34 @@ token 400, each as a problem document; and keyset pages of in-memory lists."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from fastapi import Response
+from fastapi import Query, Response
 
 from voltpack.api.dependencies import ApiDependencies
-from voltpack.api.paging import AFTER_TEXT, NEXT_AFTER_HEADER, Continuation, ContinueTokenError
+from voltpack.api.paging import (
+    AFTER_TEXT,
+    CONTINUE_TEXT,
+    LIMIT_TEXT,
+    MAX_LIMIT,
+    MAX_TOKEN_CHARS,
+    NEXT_AFTER_HEADER,
+    Continuation,
+    ContinueTokenError,
+)
 from voltpack.api.paging import start_of as _start_of
 from voltpack.api.problems import ApiProblemError
 from voltpack.api.sources import History, SourceUnavailableError
 
 MAX_PAGE = 1000
 PAGE_LIMIT = "at most this many items, sorted by key (default: all)"
-PAGE_AFTER = AFTER_TEXT
+
+# the query parameters of a paged list (`limit`, `continue`, `after`; see api/paging.py)
+PageLimit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=LIMIT_TEXT)]
+ContinueToken = Annotated[
+    str | None, Query(alias="continue", max_length=MAX_TOKEN_CHARS, description=CONTINUE_TEXT)
+]
+AfterKey = Annotated[str | None, Query(max_length=512, description=AFTER_TEXT)]
 
 Value = TypeVar("Value")
 Item = TypeVar("Item")
