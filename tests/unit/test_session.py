@@ -127,7 +127,7 @@ def test_reclaim_evicts_and_places_through_the_statement_and_a_refused_reserve_u
         scheduler_for("best-fit", snapshot), snapshot, work, np.random.default_rng(0),
         queues=queues, reserver=RefuseOn(),
     )  # fmt: skip
-    assert [e.gang.name for e in plan.evictions] == ["borrower"]
+    assert [(e.gang.name, e.kind) for e in plan.evictions] == [("borrower", "reclaim")]
     assert [p.pod for p in plan.gangs[0]] == [f"owner-{i}" for i in range(4)]
     assert "after preempting borrower" in plan.decisions[0].reason
 

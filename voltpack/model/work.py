@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
@@ -75,3 +76,6 @@ class Eviction:
     reason: str
     shrink: bool = False
     """Only `gang.pods` go; the elastic gang runs on with the rest."""
+    kind: Literal["reclaim", "priority"] = "priority"
+    """Why: a queue within its guarantee takes back what another borrows, or a higher
+    priority in the same queue."""

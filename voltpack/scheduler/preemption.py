@@ -212,6 +212,7 @@ def find_victims(
                 f"{gang_priority}) on {model}: {reason}"
             ),
             shrink=victim is not whole[victim.name],
+            kind="reclaim" if reason.startswith("reclaim") else "priority",
         )
         for victim, reason in chosen
     )

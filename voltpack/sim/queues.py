@@ -303,7 +303,7 @@ class _Run:
         live = self.live[gang.name]
         gone = {pod.name for pod, _, _ in gang.pods}
         lost = _gpus(pod for pod, _, _ in gang.pods) * (now - live.started_s) / 3600.0
-        kind = "reclaim" if ": reclaim: " in eviction.reason else "priority"
+        kind = eviction.kind
         self.evictions.append(
             EvictionRecord(now, self.rounds, gang.name, gang.queue, eviction.by, kind,
                            tuple(sorted(gone)), eviction.shrink, lost)
