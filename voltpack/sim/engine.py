@@ -3,7 +3,8 @@
 The engine owns a snapshot; at each arrival it asks the scheduler for a decision and commits
 it, at each departure it gives the pod's resources back. Pods that do not fit wait in a pending
 queue and are retried, oldest first, whenever resources are released, unless `retry_pending`
-is off (the FGD experiment protocol drops a pod that fails).
+is off (the FGD experiment protocol drops a pod that fails). Arrivals and departures are
+handlers on the shared event loop (`voltpack.sim.events`), the retry its after-event hook.
 """
 
 from __future__ import annotations
