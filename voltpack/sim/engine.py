@@ -3,16 +3,14 @@
 The engine owns a snapshot; at each arrival it asks the scheduler for a decision and commits
 it, at each departure it gives the pod's resources back. Pods that do not fit wait in a pending
 queue and are retried, oldest first, whenever resources are released, unless `retry_pending`
-is off (the FGD experiment protocol drops a pod that fails).
+is off (the FGD experiment protocol drops a pod that fails). Arrivals and departures are
+handlers on the shared event loop (`voltpack.sim.events`), the retry its after-event hook.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import numpy as np
 
@@ -20,13 +18,9 @@ from voltpack.model.decision import Decision
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
 from voltpack.scheduler.cycle import Scheduler
+from voltpack.sim.events import Event, EventKind, EventLoop
 
-
-class EventKind(IntEnum):
-    """Departures sort before arrivals at the same instant, so freed resources are usable."""
-
-    DEPARTURE = 0
-    ARRIVAL = 1
+__all__ = ["EventKind", "Observer", "SimEvent", "Simulator"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +43,10 @@ class _Run:
 
     pods: Sequence[Pod]
     with_departures: bool
-    queue: list[tuple[float, int, int, int]] = field(default_factory=list)
+    loop: EventLoop = field(default_factory=EventLoop)
     running: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     pending: list[int] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
-    sequence: itertools.count[int] = field(default_factory=itertools.count)
 
 
 @dataclass
@@ -72,22 +65,30 @@ class Simulator:
         Arrivals at the same time keep the order of `pods`.
         """
         run = _Run(pods=pods, with_departures=with_departures)
+        loop = run.loop
         for index, pod in enumerate(pods):
-            run.queue.append((pod.creation_time_s, EventKind.ARRIVAL, next(run.sequence), index))
-        heapq.heapify(run.queue)
-        while run.queue:
-            time_s, kind, _, index = heapq.heappop(run.queue)
-            if kind == EventKind.DEPARTURE:
-                node, gpus = run.running.pop(index)
-                self.snapshot.release(node, pods[index], gpus)
-                self._notify(SimEvent(time_s, EventKind.DEPARTURE, pods[index], None, (node,)))
-                if self.retry_pending and run.pending:
-                    waiting, run.pending = run.pending, []
-                    for waiting_index in waiting:
-                        self._arrive(run, waiting_index, time_s, retry=True)
-            else:
-                self._arrive(run, index, time_s, retry=False)
+            loop.queue.push(pod.creation_time_s, EventKind.ARRIVAL, index)
+        loop.handlers[EventKind.ARRIVAL] = lambda event: self._arrive(
+            run, event.subject, event.time_s, retry=False
+        )
+        loop.handlers[EventKind.DEPARTURE] = lambda event: self._depart(run, event)
+        if self.retry_pending:
+            loop.after_event = lambda event: self._retry(run, event)
+        loop.run()
         return run.decisions
+
+    def _depart(self, run: _Run, event: Event) -> None:
+        node, gpus = run.running.pop(event.subject)
+        pod = run.pods[event.subject]
+        self.snapshot.release(node, pod, gpus)
+        self._notify(SimEvent(event.time_s, EventKind.DEPARTURE, pod, None, (node,)))
+
+    def _retry(self, run: _Run, event: Event) -> None:
+        """After a departure, every pending pod is tried again, oldest first."""
+        if event.kind is EventKind.DEPARTURE and run.pending:
+            waiting, run.pending = run.pending, []
+            for waiting_index in waiting:
+                self._arrive(run, waiting_index, event.time_s, retry=True)
 
     def _arrive(self, run: _Run, index: int, time_s: float, *, retry: bool) -> None:
         pod = run.pods[index]
@@ -108,7 +109,7 @@ class Simulator:
         self._notify(SimEvent(time_s, EventKind.ARRIVAL, pod, decision, (node,)))
         if run.with_departures and pod.deletion_time_s is not None:
             departure_s = max(pod.deletion_time_s, time_s)
-            heapq.heappush(run.queue, (departure_s, EventKind.DEPARTURE, next(run.sequence), index))
+            run.loop.queue.push(departure_s, EventKind.DEPARTURE, index)
 
     def _notify(self, event: SimEvent) -> None:
         for observer in self.observers:

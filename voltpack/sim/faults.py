@@ -30,7 +30,6 @@ from one seeded generator drawn before the run, so two policies see the same fau
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -49,6 +48,7 @@ from voltpack.scheduler.fault_recovery import (
     recovery_for,
     restart_workers,
 )
+from voltpack.sim.events import SAME_PRIORITY, Event, EventKind, EventLoop, EventQueue
 from voltpack.sim.traces.failures import (
     LLAMA3_FAILURES_PER_GPU_DAY,
     FailureCatalog,
@@ -148,7 +148,6 @@ class _Job:
     progress_s: float = 0.0
     checkpoint_s: float = 0.0
     since_checkpoint_s: float = 0.0
-    version: int = 0
     recovering_since_s: float | None = None
     ready_s: float = 0.0
     """Earliest time it may be placed again (the restart budget's backoff)."""
@@ -241,8 +240,21 @@ class FaultSimulation:
         self.now_s = 0.0
         self.restart_queue: deque[int] = deque()
         self.arrival_queue: deque[int] = deque()
-        self._events: list[tuple[float, int, str, int, int]] = []
-        self._seq = 0
+        self.loop = EventLoop(
+            EventQueue(SAME_PRIORITY),
+            handlers={
+                EventKind.ARRIVAL: lambda event: self.arrival_queue.append(event.subject),
+                EventKind.FAULT: lambda event: self._fault(self.faults[event.subject]),
+                EventKind.WAKE: lambda event: self._wake(event.subject),
+                EventKind.DEPARTURE: lambda event: self._finish(event.subject),
+                EventKind.RETRY: lambda event: None,
+            },
+            before_event=lambda event: self._advance(event.time_s),
+            after_event=lambda event: self._schedule(),
+            on_stale=self._stale,
+        )
+        """Events at equal times in push order; a job's wake and finish go stale when its
+        state changes (`_set`)."""
         self.allocated_gpu_s = 0.0
         self.rollback_gpu_s = 0.0
         self.cordoned_gpu_s = 0.0
@@ -252,33 +264,23 @@ class FaultSimulation:
         """Every placement and cordon, in time order (for checks and reports)."""
 
     # -- events ---------------------------------------------------------------------------
-    def _push(self, time_s: float, kind: str, index: int = -1, version: int = 0) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (time_s, self._seq, kind, index, version))
-
     def run(self) -> FaultSimResult:
         """Simulate until the configured end and return the totals."""
         end_s = self.config.days * DAY_S
+        queue = self.loop.queue
         for index, job in enumerate(self.jobs):
-            self._push(job.spec.arrival_s, "arrive", index)
+            queue.push(job.spec.arrival_s, EventKind.ARRIVAL, index)
         for index, fault in enumerate(self.faults):
-            self._push(fault.time_s, "fault", index)
-        while self._events and self._events[0][0] <= end_s:
-            time_s, _, kind, index, version = heapq.heappop(self._events)
-            self._advance(time_s)
-            if kind == "arrive":
-                self.arrival_queue.append(index)
-            elif kind == "fault":
-                self._fault(self.faults[index])
-            elif kind == "wake":
-                if self.jobs[index].version != version:
-                    continue
-                self._wake(index)
-            elif kind == "finish" and self.jobs[index].version == version:
-                self._finish(index)
-            self._schedule()
+            queue.push(fault.time_s, EventKind.FAULT, index)
+        self.loop.run(until_s=end_s)
         self._advance(end_s)
         return self._result()
+
+    def _stale(self, event: Event) -> None:
+        """A superseded finish still gets a scheduling pass, a superseded wake does not (as
+        the published figures were made; a pass matters since cordons end without an event)."""
+        if event.kind is EventKind.DEPARTURE:
+            self._schedule()
 
     def _advance(self, time_s: float) -> None:
         dt = time_s - self.now_s
@@ -306,19 +308,20 @@ class FaultSimulation:
     def _set(self, index: int, state: JobState, until_s: float | None = None) -> None:
         job = self.jobs[index]
         job.state = state
-        job.version += 1
+        queue = self.loop.queue
+        queue.supersede(index)
         if state in (JobState.QUEUED, JobState.DONE):
             self._active.discard(index)
         else:
             self._active.add(index)
         if until_s is not None:
-            self._push(until_s, "wake", index, job.version)
+            queue.push(until_s, EventKind.WAKE, index, guard=True)
         if state is JobState.RUNNING:
             if job.recovering_since_s is not None:
                 self.recovery_times_s.append(self.now_s - job.recovering_since_s)
                 job.recovering_since_s = None
             left_s = (job.spec.work_s - job.progress_s) / job.rate
-            self._push(self.now_s + left_s, "finish", index, job.version)
+            queue.push(self.now_s + left_s, EventKind.DEPARTURE, index, guard=True)
 
     def _wake(self, index: int) -> None:
         job = self.jobs[index]
@@ -434,7 +437,7 @@ class FaultSimulation:
                 index = queue[0]
                 job = self.jobs[index]
                 if job.ready_s > self.now_s:
-                    self._push(job.ready_s, "retry")
+                    self.loop.queue.push(job.ready_s, EventKind.RETRY)
                     return
                 slots = self._free_slots(job.spec.gpus_per_worker)
                 shape = GangShape(0, job.spec.full_workers, job.spec.min_workers)

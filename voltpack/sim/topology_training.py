@@ -33,12 +33,11 @@ optimum (`voltpack.policies.topology.exact`) on many small random clusters cut f
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
@@ -67,6 +66,7 @@ from voltpack.policies.topology.step_model import (
 )
 from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.gang_topology import TopologyPlacer, place_gang
+from voltpack.sim.events import Event, EventKind, EventLoop
 from voltpack.sim.traces.training_jobs import MODEL_BY_GPUS, TrainingJob, model_for_gpus
 
 NODE_CPU_MILLI = 1_000_000
@@ -255,6 +255,25 @@ def place_with_policy(
     return decision, float(step_model.step_s(nodes, gpus))
 
 
+Allocations = list[tuple[int, Pod, tuple[int, ...]]]
+"""(node index, pod, GPU indices) of each pod of a placed gang."""
+
+
+@dataclass
+class _Run:
+    """Mutable state of one `_Runner.run`."""
+
+    jobs: Sequence[TrainingJob]
+    loop: EventLoop = field(default_factory=EventLoop)
+    queue: deque[int] = field(default_factory=deque)
+    groups: dict[int, PodGroup] = field(default_factory=dict)
+    running: dict[int, Allocations] = field(default_factory=dict)
+    starts: dict[int, tuple[float, float, float, int]] = field(default_factory=dict)
+    """Start s, step s, ideal step s and nodes of each running job."""
+    records: list[JobRecord] = field(default_factory=list)
+    unplaced: list[str] = field(default_factory=list)
+
+
 class _Runner:
     """One policy's run over one trace."""
 
@@ -291,7 +310,7 @@ class _Runner:
 
     def try_place(
         self, job: TrainingJob, group: PodGroup
-    ) -> tuple[float, float, list[tuple[int, Pod, tuple[int, ...]]]] | None:
+    ) -> tuple[float, float, Allocations] | None:
         """(step s, ideal s, allocations) of the job placed now, or None."""
         pod = group.pods[0]
         free = (self.snapshot.gpu_free_milli >= MILLI_PER_GPU).sum(axis=1)
@@ -316,9 +335,7 @@ class _Runner:
         by_name = {p.name: p for p in group.pods}
         return step_s, float(step_model.ideal_s()), self._allocations(decision.placements, by_name)
 
-    def _allocations(
-        self, placements: Sequence[Placement], pods: Mapping[str, Pod]
-    ) -> list[tuple[int, Pod, tuple[int, ...]]]:
+    def _allocations(self, placements: Sequence[Placement], pods: Mapping[str, Pod]) -> Allocations:
         return [
             (self.snapshot.node_index(p.node), pods[p.pod], tuple(p.gpu_indices))
             for p in placements
@@ -331,73 +348,74 @@ class _Runner:
 
     def run(self, jobs: Sequence[TrainingJob]) -> PolicyResult:
         started = time.perf_counter()
-        order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i))
-        events: list[tuple[float, int, int, int]] = []  # (time, kind, sequence, job)
-        for sequence, index in enumerate(order):
-            heapq.heappush(events, (jobs[index].arrival_s, 1, sequence, index))
-        sequence = len(order)
-        queue: deque[int] = deque()
-        groups: dict[int, PodGroup] = {}
-        running: dict[int, list[tuple[int, Pod, tuple[int, ...]]]] = {}
-        starts: dict[int, tuple[float, float, float, int]] = {}
-        records: list[JobRecord] = []
-        unplaced: list[str] = []
-        while events:
-            now = events[0][0]
-            while events and events[0][0] == now:
-                _, kind, _, index = heapq.heappop(events)
-                if kind == 0:  # completion: free the GPUs
-                    for node, pod, gpus in running.pop(index):
-                        self.snapshot.release(node, pod, gpus)
-                    start_s, step_s, ideal_s, nodes = starts.pop(index)
-                    job = jobs[index]
-                    records.append(
-                        JobRecord(
-                            job.job_id,
-                            job.num_gpus,
-                            job.model,
-                            job.arrival_s,
-                            start_s,
-                            now,
-                            step_s,
-                            ideal_s,
-                            nodes,
-                        )
-                    )
-                else:
-                    job = jobs[index]
-                    size = pod_gpus_for(job.num_gpus, self.gpus_per_node, self.config.pod_gpus)
-                    groups[index] = job_gang(job, size)
-                    self.observe(groups[index])
-                    queue.append(index)
-            while queue:
-                index = queue[0]
-                placed = self.try_place(jobs[index], groups[index])
-                if placed is None:
-                    if running:
-                        break
-                    unplaced.append(jobs[index].job_id)  # cannot run even on an empty cluster
-                    queue.popleft()
-                    del groups[index]
-                    continue
-                queue.popleft()
-                del groups[index]
-                step_s, ideal_s, allocations = placed
-                running[index] = allocations
-                nodes = len({node for node, _, _ in allocations})
-                starts[index] = (now, step_s, ideal_s, nodes)
-                end_s = now + jobs[index].steps * step_s
-                heapq.heappush(events, (end_s, 0, sequence, index))
-                sequence += 1
-        records.sort(key=lambda r: (r.arrival_s, r.job_id))
+        run = _Run(jobs)
+        loop = run.loop
+        for index in sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival_s, i)):
+            loop.queue.push(jobs[index].arrival_s, EventKind.ARRIVAL, index)
+        loop.handlers[EventKind.ARRIVAL] = lambda event: self._arrive(run, event)
+        loop.handlers[EventKind.DEPARTURE] = lambda event: self._complete(run, event)
+        loop.after_instant = lambda now_s: self._start_queued(run, now_s)
+        loop.run()
+        run.records.sort(key=lambda r: (r.arrival_s, r.job_id))
         return PolicyResult(
             policy=self.policy.name,
-            records=records,
-            unplaced=unplaced,
+            records=run.records,
+            unplaced=run.unplaced,
             total_gpus=int(self.snapshot.gpu_count.sum()),
             wall_s=time.perf_counter() - started,
             attempts=self.attempts,
         )
+
+    def _arrive(self, run: _Run, event: Event) -> None:
+        """The job's gang joins the tail of the queue."""
+        index = event.subject
+        job = run.jobs[index]
+        size = pod_gpus_for(job.num_gpus, self.gpus_per_node, self.config.pod_gpus)
+        run.groups[index] = job_gang(job, size)
+        self.observe(run.groups[index])
+        run.queue.append(index)
+
+    def _complete(self, run: _Run, event: Event) -> None:
+        """Free the job's GPUs and record it."""
+        index = event.subject
+        for node, pod, gpus in run.running.pop(index):
+            self.snapshot.release(node, pod, gpus)
+        start_s, step_s, ideal_s, nodes = run.starts.pop(index)
+        job = run.jobs[index]
+        run.records.append(
+            JobRecord(
+                job.job_id,
+                job.num_gpus,
+                job.model,
+                job.arrival_s,
+                start_s,
+                event.time_s,
+                step_s,
+                ideal_s,
+                nodes,
+            )
+        )
+
+    def _start_queued(self, run: _Run, now_s: float) -> None:
+        """Start queued jobs in FIFO order until the head does not fit (after every instant)."""
+        while run.queue:
+            index = run.queue[0]
+            placed = self.try_place(run.jobs[index], run.groups[index])
+            if placed is None:
+                if run.running:
+                    break
+                run.unplaced.append(run.jobs[index].job_id)  # cannot run on an empty cluster
+                run.queue.popleft()
+                del run.groups[index]
+                continue
+            run.queue.popleft()
+            del run.groups[index]
+            step_s, ideal_s, allocations = placed
+            run.running[index] = allocations
+            nodes = len({node for node, _, _ in allocations})
+            run.starts[index] = (now_s, step_s, ideal_s, nodes)
+            end_s = now_s + run.jobs[index].steps * step_s
+            run.loop.queue.push(end_s, EventKind.DEPARTURE, index)
 
 
 def simulate(
