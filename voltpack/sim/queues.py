@@ -16,7 +16,6 @@ and through the operator (`tests/integration/test_queue_sim_matches_operator.py`
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +35,8 @@ from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queues import QueueTree
 from voltpack.scheduler.session import SessionQueues, decide
+from voltpack.sim.events import Event, EventKind, EventLoop
 
-DEPARTURE, ARRIVAL, ROUND = 0, 1, 2
 """Event kinds, in the order they are handled at one instant."""
 
 
@@ -198,12 +197,18 @@ class _Run:
         self.jobs = {job.name: job for job in jobs}
         if len(self.jobs) != len(jobs):
             raise ValueError("jobs: two jobs share a name; every job needs its own")
-        self.events: list[tuple[float, int, int, str]] = []
-        """(time, kind, sequence, job): a departure's sequence is the job's generation."""
+        self.names = list(self.jobs)
+        """Job -> its index, the subject of its events (`events.py`)."""
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.loop = EventLoop(before_event=self._before_event)
+        self.loop.handlers = {
+            EventKind.ARRIVAL: self._arrive,
+            EventKind.DEPARTURE: self._depart,
+            EventKind.ROUND: self._on_round,
+        }
         self.waiting: dict[str, tuple[float, tuple[Pod, ...]]] = {}
         """Job -> (queued at, the pods that wait)."""
         self.live: dict[str, _Live] = {}
-        self.generation: dict[str, int] = {}
         self.round_due: float | None = None
         self.rounds = 0
         self.observed: set[str] = set()
@@ -217,33 +222,40 @@ class _Run:
         self.evictions: list[EvictionRecord] = []
         for job in jobs:
             self.figures.setdefault(job.queue, QueueFigures(guaranteed_share=0.0))
-            heapq.heappush(self.events, (float(job.arrival_s), ARRIVAL, 0, job.name))
+            self.loop.queue.push(float(job.arrival_s), EventKind.ARRIVAL, self.index[job.name])
 
     def execute(self) -> QueueSimResult:
-        """The event loop: at each instant departures, then arrivals, then a round; rounds
-        repeat every period while gangs wait and something runs (that may free GPUs)."""
-        while self.events:
-            now, kind, sequence, name = heapq.heappop(self.events)
-            self._account(now)
-            if kind == ARRIVAL:
-                self.waiting[name] = (now, self.jobs[name].pods)
-                self._round_at(now)
-            elif kind == DEPARTURE and sequence == self.generation.get(name):
-                del self.live[name]  # (an evicted gang's departure is stale: skipped)
-                self.done_s[name] = now
-            elif kind == ROUND:
-                self.round_due = None
-                self._round(now)
-                if self.waiting and self.live:
-                    self._round_at(now + self.sim.round_s)
+        """The event loop (`events.py`): at each instant departures, then arrivals, then a
+        round; rounds repeat every period while gangs wait and something runs (that may free
+        GPUs). An evicted gang's departure is stale (its subject superseded)."""
+        self.loop.run()
         return self._result()
+
+    def _before_event(self, event: Event) -> None:
+        self._account(self.loop.now_s)
+
+    def _arrive(self, event: Event) -> None:
+        name = self.names[event.subject]
+        self.waiting[name] = (event.time_s, self.jobs[name].pods)
+        self._round_at(event.time_s)
+
+    def _depart(self, event: Event) -> None:
+        name = self.names[event.subject]
+        del self.live[name]
+        self.done_s[name] = event.time_s
+
+    def _on_round(self, event: Event) -> None:
+        self.round_due = None
+        self._round(event.time_s)
+        if self.waiting and self.live:
+            self._round_at(event.time_s + self.sim.round_s)
 
     def _round_at(self, time_s: float) -> None:
         """A round at the first period boundary at or after `time_s` (one at a time)."""
         due = math.ceil(time_s / self.sim.round_s - 1e-9) * self.sim.round_s
         if self.round_due is None or due < self.round_due:
             self.round_due = due
-            heapq.heappush(self.events, (due, ROUND, 0, ""))
+            self.loop.queue.push(due, EventKind.ROUND)
 
     def _round(self, now: float) -> None:
         """Build the session's input as the operator does, decide, apply the plan."""
@@ -292,10 +304,8 @@ class _Run:
         if joined is not None:  # pods an elastic gang gave up rejoin it
             joined.pods.extend(placed)
             return
-        generation = self.generation.get(name, 0) + 1
-        self.generation[name] = generation
         self.live[name] = _Live(job, placed, now)
-        heapq.heappush(self.events, (now + job.duration_s, DEPARTURE, generation, name))
+        self.loop.reschedule(now + job.duration_s, EventKind.DEPARTURE, self.index[name])
 
     def _evict(self, eviction: Eviction, now: float) -> None:
         """Requeue the victim (whole: from scratch; shrunk: the pods it gave up)."""
@@ -320,7 +330,7 @@ class _Run:
             self.waiting[gang.name] = (now, tuple(pod for pod, _, _ in gang.pods))
             return
         del self.live[gang.name]
-        self.generation[gang.name] += 1  # its departure goes stale
+        self.loop.queue.supersede(self.index[gang.name])  # its departure goes stale
         self.waiting[gang.name] = (now, self.jobs[gang.name].pods)
 
     # --- figures --------------------------------------------------------------------------
