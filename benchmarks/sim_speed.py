@@ -31,7 +31,7 @@ from voltpack.policies.schema import (
     load_policy,
     policy_for_strategy,
 )
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.sim.datasets import OPENB_DEFAULT_PODS, OPENB_NODES, openb_dir
 from voltpack.sim.experiment import run_experiment
 from voltpack.sim.traces.openb import load_nodes, load_pods

@@ -17,7 +17,7 @@ from voltpack.operator.kube.translate import pod_to_k8s
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import policy_for_strategy
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.sim.traces.openb import load_nodes, load_pods
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "openb"

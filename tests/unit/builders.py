@@ -9,7 +9,7 @@ import numpy as np
 from voltpack.model import MILLI_PER_GPU, Gpu, Node, Pod
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 
 
 def gpu_node(

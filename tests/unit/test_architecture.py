@@ -107,7 +107,7 @@ def test_the_emulator_imports_only_model_and_telemetry() -> None:
 
 
 def test_the_check_sees_imports() -> None:
-    assert voltpack_imports(PACKAGE / "scheduler" / "cycle.py") >= {"model", "policies"}
+    assert voltpack_imports(PACKAGE / "scheduler" / "placement.py") >= {"model", "policies"}
     assert "kubernetes" in third_party_imports(PACKAGE / "operator" / "kube" / "binder.py")
     assert "aiohttp" in third_party_imports(PACKAGE / "emulator" / "http" / "routes.py")
     runner = module_level_imports(PACKAGE / "operator" / "runner.py")

@@ -27,7 +27,7 @@ from voltpack.policies.cpu_stranding import (
 from voltpack.policies.fragmentation import TypicalPods
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.strategy import pick_best_fit_gpus
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 
 # GPU pods ask 8 cores per GPU; with the CPU-only pod, all pods ask 28/3 cores per GPU.
 WORKLOAD = [

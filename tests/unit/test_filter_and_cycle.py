@@ -21,8 +21,8 @@ from tests.unit.builders import (
 from voltpack.model import Pod, PodGroup
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy, strategy_names
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.filter import describe_request, filter_nodes
+from voltpack.scheduler.placement import Scheduler
 
 RNG_SEED = 7
 

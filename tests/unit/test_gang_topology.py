@@ -25,8 +25,8 @@ from voltpack.perf.training_models import Parallelism, default_training_models
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.topology.placers import KAI, KUEUE, StepTimePlacer
 from voltpack.policies.topology.step_model import gang_step_model, step_model_for_group
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.gang_topology import TopologyPlacement, place_gang
+from voltpack.scheduler.placement import Scheduler
 
 SPEC = TopologySpec(
     levels=[

@@ -13,8 +13,8 @@ from voltpack.operator.kube.translate import node_to_k8s
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
 from voltpack.operator.scheduling.gpu_faults import GpuFaultSeen, gpu_faults
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.fault_recovery import RecoveryPolicy
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.session import decide
 
 

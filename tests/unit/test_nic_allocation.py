@@ -13,9 +13,9 @@ from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout, HostNic, NicDistance
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.filter import explain_rejection, filter_nodes
 from voltpack.scheduler.nic_allocation import choose_gpus_and_nic, set_distance
+from voltpack.scheduler.placement import Scheduler
 
 
 def layout_8gpu() -> HostLayout:

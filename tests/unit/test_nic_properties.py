@@ -19,8 +19,8 @@ from voltpack.model import Node, Pod, PodGroup
 from voltpack.model.host_layout import HostLayout, HostNic, NicDistance
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.nic_allocation import choose_gpus_and_nic
+from voltpack.scheduler.placement import Scheduler
 
 FAST = settings(max_examples=60, deadline=None)
 STRATEGIES = ("best-fit", "random", "gpu-packing", "least-allocated")

@@ -17,7 +17,7 @@ from voltpack.operator.kube.translate import (
 )
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.session import decide
 
 

@@ -10,7 +10,7 @@ from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.registry import make_strategy
 from voltpack.power.domains import PowerDomain, PowerDomainTree
 from voltpack.power.placement import gpu_added_w, power_headroom
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 
 A100 = "A100-80GB"
 

@@ -22,7 +22,7 @@ from tests.unit.builders import assert_empty, assert_state_equal, state_of
 from voltpack.model import MILLI_PER_GPU, Decision, Node, Placement, Pod, PodGroup
 from voltpack.model.snapshot import ClusterSnapshot, gpu_pod_kind
 from voltpack.policies.registry import make_strategy, strategy_names
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.sim.engine import EventKind, SimEvent, Simulator
 
 MODELS = ("T4", "V100M16", "A10")

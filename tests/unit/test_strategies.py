@@ -22,7 +22,7 @@ from voltpack.model import Pod, PolicyError
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy, strategy_names, strategy_summaries
 from voltpack.policies.strategy import MAX_NODE_SCORE, ScoringStrategy
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 
 
 def pick(

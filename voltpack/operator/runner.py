@@ -78,8 +78,8 @@ from voltpack.operator.scheduling.writers import (
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.fault_recovery import recovery_policy
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import snapshot_capacity
 from voltpack.scheduler.session import Plan, SessionQueues, decide

@@ -29,7 +29,7 @@ from voltpack.model.decision import Decision
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.work import Eviction, GpuAmounts, RunningGang, gpus_by_model
 from voltpack.model.workload import Pod, PodGroup
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.queues import QueueUsage, borrowing, exceeded
 from voltpack.scheduler.statement import Statement
 

@@ -22,7 +22,7 @@ from voltpack.model.work import Eviction, GpuAmounts, RunningGang, gpus_by_model
 from voltpack.model.workload import PodGroup
 from voltpack.policies.fair_share import QueueOrdering
 from voltpack.policies.hetero.model_choice import ModelChoice
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules, VictimPool, find_victims
 from voltpack.scheduler.queues import (
     QueueTree,

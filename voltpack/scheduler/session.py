@@ -31,13 +31,13 @@ from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.work import Eviction, PendingWork, RunningGang
 from voltpack.policies.fair_share import FairShareOrdering, QueueOrdering
 from voltpack.policies.hetero.model_choice import ModelChoice
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.fault_recovery import (
     FaultedGang,
     RecoveryChoice,
     RecoveryPolicy,
     choose_recovery,
 )
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queue_cycle import PendingGang, QueueReport, schedule_queues
 from voltpack.scheduler.queues import DEFAULT_QUEUE, QueueTree

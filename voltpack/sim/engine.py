@@ -17,7 +17,7 @@ import numpy as np
 from voltpack.model.decision import Decision
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.workload import Pod
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.sim.events import Event, EventKind, EventLoop
 
 __all__ = ["EventKind", "Observer", "SimEvent", "Simulator"]

@@ -29,7 +29,7 @@ from voltpack.model.workload import Pod
 from voltpack.policies.fragmentation import FragmentationModel, TypicalPods
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.sim.engine import EventKind, SimEvent, Simulator
 
 ArrivalOrder = Literal["shuffle", "creation"]

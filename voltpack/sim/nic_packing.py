@@ -69,8 +69,8 @@ from voltpack.model.host_layout import HostLayout, NicDistance
 from voltpack.model.snapshot import BoolArray, ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.nic_allocation import set_distance
+from voltpack.scheduler.placement import Scheduler
 
 Role = Literal["CN", "HN"]
 ROLES: tuple[Role, ...] = ("CN", "HN")

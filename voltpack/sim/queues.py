@@ -31,7 +31,7 @@ from voltpack.model.workload import Pod, PodGroup
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.queues import QueueTree
 from voltpack.scheduler.session import SessionQueues, decide

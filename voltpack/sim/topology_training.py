@@ -18,7 +18,7 @@ Mechanics, the same for every placement policy so that only placement differs:
 - **Placement.** A policy is either a gang placer (`voltpack.scheduler.gang_topology.place_gang`
   with a `TopologyPlacer`: voltpack's step-time placement, Kueue's or KAI's label-only
   topology placement) or a scoring strategy placing the gang pod by pod
-  (`voltpack.scheduler.cycle.Scheduler.schedule_group`: best-fit, fgd), whose rank order is
+  (`voltpack.scheduler.placement.Scheduler.schedule_group`: best-fit, fgd), whose rank order is
   the pod order (`ranks_from_placements`). Both are all-or-nothing.
 - **Completion.** At start + steps x step time, every pod's GPUs are released.
 
@@ -64,8 +64,8 @@ from voltpack.policies.topology.step_model import (
     gang_step_model,
     ranks_from_placements,
 )
-from voltpack.scheduler.cycle import Scheduler
 from voltpack.scheduler.gang_topology import TopologyPlacer, place_gang
+from voltpack.scheduler.placement import Scheduler
 from voltpack.sim.events import Event, EventKind, EventLoop
 from voltpack.sim.traces.training_jobs import MODEL_BY_GPUS, TrainingJob, model_for_gpus
 

@@ -24,7 +24,7 @@ from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.power.ladder import GpuSetting
 from voltpack.policies.registry import make_strategy
 from voltpack.policies.schema import PolicyFile
-from voltpack.scheduler.cycle import Scheduler
+from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.preemption import PreemptionRules
 from voltpack.scheduler.session import SessionQueues, decide
 

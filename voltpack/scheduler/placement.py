@@ -1,4 +1,4 @@
-"""The scheduling cycle: filter, score, select a node, its GPUs and NIC, reserve, decide."""
+"""Placing pods and gangs on a snapshot: filter, score, select a node, its GPUs and NIC, reserve."""
 
 from __future__ import annotations
 
