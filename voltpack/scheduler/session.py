@@ -14,8 +14,10 @@ In the manner of KAI-Scheduler's session, the steps run inside the core, in this
 4. **preemption and reclaim**: victims released inside the statement, every trial rolled
    back to a checkpoint (the snapshot is never copied).
 
-Drivers (the operator, the simulators, the dry run) build the input, call `decide`, and apply
-the plan; nothing here does I/O or reads a clock.
+Drivers (the operator, the queue simulator `sim/queues.py`, the policy dry run) build the
+input, call `decide`, and apply the plan; nothing here does I/O or reads a clock. The packing
+simulators place pod by pod through the same `Scheduler.place` the session calls (their
+protocols have no queues).
 """
 
 from __future__ import annotations
@@ -95,9 +97,8 @@ def decide(
 ) -> Plan:
     """Decide every pending gang on `snapshot` (which the decisions change), queue by queue.
 
-    `observed` holds the pods the strategy has
-    already seen arrive; new ones are shown to it (and added) before they are tried, as the
-    simulator does on arrival. Without `queues`, every gang is in the default queue and nothing
+    `observed` holds the pods the strategy has already seen arrive; new ones are shown to it
+    (and added) before they are tried, as the simulator does on arrival. Without `queues`, every gang is in the default queue and nothing
     is preempted; without `reserver`, placement needs no devices beyond the snapshot's.
     `faulted` are the running gangs on a fault; `recovery` the policy that chooses for them.
     """
