@@ -98,9 +98,10 @@ def decide(
     """Decide every pending gang on `snapshot` (which the decisions change), queue by queue.
 
     `observed` holds the pods the strategy has already seen arrive; new ones are shown to it
-    (and added) before they are tried, as the simulator does on arrival. Without `queues`, every gang is in the default queue and nothing
-    is preempted; without `reserver`, placement needs no devices beyond the snapshot's.
-    `faulted` are the running gangs on a fault; `recovery` the policy that chooses for them.
+    (and added) before they are tried, as the simulator does on arrival. Without `queues`,
+    every gang is in the default queue and nothing is preempted; without `reserver`,
+    placement needs no devices beyond the snapshot's. `faulted` are the running gangs on a
+    fault; `recovery` the policy that chooses for them.
     """
     context = queues or SessionQueues()
     plan = Plan(unplaced=dict(work.held))
