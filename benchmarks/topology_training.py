@@ -16,7 +16,8 @@ Usage:
 The trace CSV is `job_id,arrival_s,num_gpus,model,steps` (voltpack/sim/traces/training_jobs.py);
 the topology is a CSV of host then switch levels, top first (Lingjun's `topo.csv` format), with
 its levels' oversubscription and host layout from `--topology-spec` (default: `topology.yaml`
-beside the CSV when there is one).
+beside the CSV when there is one). A CSV without a spec, or a spec leaving a level's
+oversubscription or the host layout unstated, is refused with the missing fields named.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from _common import save
 
+from voltpack.model.errors import TraceFormatError
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.topology import ClusterTopology
 from voltpack.perf.training_models import default_parallelism
@@ -78,7 +80,10 @@ def load_topology(args: argparse.Namespace) -> tuple[ClusterTopology, dict[str, 
     if spec_path is None and (csv_path.parent / "topology.yaml").is_file():
         spec_path = csv_path.parent / "topology.yaml"
     spec = read_topology_spec(spec_path) if spec_path is not None else None
-    topology = load_csv_topology(csv_path, spec, args.gpus_per_host)
+    try:
+        topology = load_csv_topology(csv_path, spec, args.gpus_per_host, str(spec_path))
+    except TraceFormatError as exc:
+        raise SystemExit(f"topology: {exc}") from None
     info = {
         "file": str(csv_path),
         "spec": str(spec_path) if spec_path else None,
@@ -101,7 +106,9 @@ def main() -> None:
     lingjun = data_dir() / LINGJUN
     parser.add_argument("--topology", type=Path, default=lingjun / "topo.csv")
     parser.add_argument("--topology-spec", type=Path, default=None, help="Topology YAML")
-    parser.add_argument("--gpus-per-host", type=int, default=8)
+    parser.add_argument(
+        "--gpus-per-host", type=int, default=None, help="default: the spec's defaultHost.gpus"
+    )
     parser.add_argument("--trace", type=Path, default=None, help="job CSV (default: generated)")
     parser.add_argument("--jobs", type=int, default=6000, help="generated trace: jobs")
     parser.add_argument("--load", type=float, default=0.9, help="generated trace: offered load")

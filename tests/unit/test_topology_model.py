@@ -123,7 +123,7 @@ def test_topology_csv_errors_name_line_and_field(tmp_path: Path) -> None:
         read_topology_csv(bad)
     bad.write_text("ip,DSW,ASW\nh1,G1,S1\n")
     spec = TopologySpec(levels=[TopologyLevel(node_label="PSW")])
-    with pytest.raises(TraceFormatError, match="level 'PSW', which is not a column"):
+    with pytest.raises(TraceFormatError, match="nodeLabel 'PSW' is not a column"):
         load_csv_topology(bad, spec)
 
 

@@ -3,8 +3,13 @@
 The CSV is the format of Alibaba's Lingjun 2023 dataset (`topo.csv`): a header, a host column
 first, then one column per switch level, top first (`ip,DSW,PSW,ASW`). Each row becomes a node
 whose labels are the level columns, so the same `ClusterTopology.from_labels` serves the
-simulator and the operator. A CSV without a `Topology` object gets one level per column with no
-oversubscription stated (1:1) and no host layout.
+simulator and the operator.
+
+A CSV says only which switch each host hangs off, so it is never loaded alone: it needs a
+`Topology` whose levels name every column and state each one's `oversubscription`, and whose
+`defaultHost` gives the inside of a host (GPUs, NVLink domains, NICs). A missing piece is refused
+with an error naming the field, never filled in as 1:1 with no NICs (which would make every
+placement look alike). `data/alibaba-lingjun-2023/topology.yaml` is an example.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pydantic import ValidationError
 from voltpack.model import safe_yaml
 from voltpack.model.errors import TraceFormatError
 from voltpack.model.resources import API_GROUP
-from voltpack.model.resources.topology import TopologyLevel, TopologySpec
+from voltpack.model.resources.topology import TopologySpec
 from voltpack.model.text_files import read_user_text
 from voltpack.model.topology import ClusterTopology
 
@@ -100,32 +105,86 @@ def read_topology_spec(path: Path) -> TopologySpec:
         ) from None
 
 
-def spec_for_columns(columns: tuple[str, ...]) -> TopologySpec:
-    """A plain spec naming each CSV level column as a level, 1:1, no host layout."""
-    return TopologySpec(
-        levels=[TopologyLevel(node_label=column) for column in columns],
-        nvlink_clique_label=None,
-    )
+EXAMPLE_SPEC = "data/alibaba-lingjun-2023/topology.yaml"
+"""A complete Topology YAML for a topology CSV, to copy."""
+
+
+def spec_gaps(spec: TopologySpec, columns: tuple[str, ...], gpus_per_host: int | None) -> list[str]:
+    """What `spec` leaves unstated about a CSV with these level `columns`: one line per gap.
+
+    Each line names the field (as spelled in the YAML) and what to write there.
+    """
+    gaps: list[str] = []
+    named = [level.node_label for level in spec.levels]
+    for level in spec.levels:
+        if level.node_label not in columns:
+            gaps.append(
+                f"spec.levels[].nodeLabel {level.node_label!r} is not a column of the CSV "
+                f"(its level columns: {', '.join(columns)}); name one of those"
+            )
+    for column in columns:
+        if column not in named:
+            gaps.append(
+                f"spec.levels: CSV column {column!r} is not a level; add "
+                f"{{nodeLabel: {column}, oversubscription: <downlink/uplink, 1.0 = non-blocking>}}"
+            )
+    for level in spec.levels:
+        if "oversubscription" not in level.model_fields_set:
+            gaps.append(
+                f"spec.levels[nodeLabel={level.node_label}].oversubscription is not given; "
+                "state the switches' downlink over uplink capacity (1.0 = non-blocking)"
+            )
+    host = spec.default_host
+    if host is None:
+        gaps.append(
+            "spec.defaultHost is not given; state the host layout: gpus, nvlinkDomains, "
+            "numaNodes and nics (each {name, nicClass, lineRateGbitS, numaNode, gpus})"
+        )
+    else:
+        if not host.nics:
+            gaps.append(
+                "spec.defaultHost.nics is empty; list each NIC as "
+                "{name, nicClass, lineRateGbitS, numaNode, gpus}"
+            )
+        if gpus_per_host is not None and gpus_per_host != host.gpus:
+            gaps.append(
+                f"spec.defaultHost.gpus is {host.gpus} but the hosts were given {gpus_per_host} "
+                "GPUs each; make them agree"
+            )
+    return gaps
 
 
 def load_csv_topology(
-    csv_path: Path, spec: TopologySpec | None = None, gpus_per_host: int = 8
+    csv_path: Path,
+    spec: TopologySpec | None,
+    gpus_per_host: int | None = None,
+    spec_source: str = "the Topology",
 ) -> ClusterTopology:
-    """The cluster a topology CSV describes, its levels' properties from `spec` if given.
+    """The cluster a topology CSV describes, its levels' properties and hosts from `spec`.
 
-    Every level the spec names must be a column of the CSV.
+    Refuses (TraceFormatError listing every gap) a missing spec, a spec that leaves a CSV
+    column or a level's oversubscription unstated, names a level the CSV lacks, or has no
+    host layout with NICs. `gpus_per_host` defaults to the spec's `defaultHost.gpus`.
     """
     table = read_topology_csv(csv_path)
-    spec = spec or spec_for_columns(table.level_columns)
-    missing = [lv.node_label for lv in spec.levels if lv.node_label not in table.level_columns]
-    if missing:
+    if spec is None:
         raise TraceFormatError(
-            f"{csv_path}: the Topology names level {missing[0]!r}, which is not a column of the "
-            f"CSV (columns: {', '.join(table.level_columns)})"
+            f"{csv_path}: a topology CSV gives only each host's switches; its levels' "
+            "oversubscription and the host layout are missing. Give a Topology YAML "
+            "(--topology-spec FILE, or topology.yaml beside the CSV) with spec.levels "
+            f"(one {{nodeLabel, oversubscription}} per column: {', '.join(table.level_columns)}) "
+            "and spec.defaultHost (gpus, nvlinkDomains, numaNodes, nics); "
+            f"e.g. {EXAMPLE_SPEC}"
+        )
+    gaps = spec_gaps(spec, table.level_columns, gpus_per_host)
+    if gaps or spec.default_host is None:
+        raise TraceFormatError(
+            f"{csv_path}: {spec_source} leaves {len(gaps)} thing(s) unstated or wrong "
+            f"(e.g. {EXAMPLE_SPEC}):\n- " + "\n- ".join(gaps)
         )
     return ClusterTopology.from_labels(
         spec,
         table.hosts,
         table.labels,
-        gpu_counts=dict.fromkeys(table.hosts, gpus_per_host),
+        gpu_counts=dict.fromkeys(table.hosts, spec.default_host.gpus),
     )
