@@ -422,7 +422,7 @@ class Operator:
         self._pending_events.keep_only(cycle.by_key)
         if before is not None and time.monotonic() >= self._figures_due:
             # what a scrape shows: refreshed at most once a second, off the binding path
-            pods = list(cycle.pods)
+            pods = cycle.pods
             self.figures = self._figures(before, pods, time.perf_counter() - started)
             self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
                 self.budgets.values(), cycle.nodes

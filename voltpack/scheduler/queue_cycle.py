@@ -155,6 +155,7 @@ def schedule_queues(
         for queue, gangs in waiting.items()
     }
     unplaced: list[PendingGang] = []
+    step = _Step(scheduler, statement, tree, usage, victims, rules, now_s, rng, reserve)
     while queued:
 
         def rank(queue: str) -> tuple[tuple[float, ...], tuple[int, ...], str]:
@@ -171,7 +172,6 @@ def schedule_queues(
             del queued[queue]
         if before_each is not None:
             before_each(gang)
-        step = _Step(scheduler, statement, tree, usage, victims, rules, now_s, rng, reserve)
         decision = step.decide(gang, plan, held_by_limit)
         plan.decisions.append(decision)
         if not decision.placed:

@@ -109,11 +109,11 @@ def decide(
     recovering = {
         pod for gang in faulted if plan.recoveries[gang.name].kind is not None for pod in gang.pods
     }
-    running = [
-        gang
-        for gang in context.running
-        if not any(pod.name in recovering for pod, _, _ in gang.pods)
-    ]
+    running = (
+        [g for g in context.running if not any(p.name in recovering for p, _, _ in g.pods)]
+        if recovering
+        else context.running
+    )
     pending = []
     for arrival, group in enumerate(work.groups):
         queue, preemptible = context.gangs.get(group.name, (DEFAULT_QUEUE, False))

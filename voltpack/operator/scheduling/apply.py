@@ -44,7 +44,7 @@ class CycleInput:
     """What one cycle read from the caches (the cached objects themselves, never changed) and
     derived before the session decided."""
 
-    pods: Sequence[dict[str, Any]]
+    pods: list[dict[str, Any]]
     by_key: dict[str, dict[str, Any]]
     """Pods by `namespace/name`."""
     nodes: list[dict[str, Any]]

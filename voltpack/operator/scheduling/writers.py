@@ -66,7 +66,7 @@ class JobWriter:
             for key in partly_bound:
                 self.pods.forget(key)
             self.stats.undone_gangs += 1
-        pods = list(cycle.pods)
+        pods = cycle.pods
         if cycle.faulted is None:  # led only since the cycle began: recovery chooses alone
             worker_plans = self.recovery.cycle(
                 cycle.gpujobs, pods, cycle.faults, cycle.isolation, snapshot
@@ -116,7 +116,7 @@ class StragglerWriter:
                 gpus = GpuReadings(self.gpunodes.values())
             return gpus.of(report)
 
-        for notice in self.watch.update(list(cycle.pods), expected, readings):
+        for notice in self.watch.update(cycle.pods, expected, readings):
             pod = cycle.by_key.get(notice.pod)
             if pod is not None:
                 record_event(self.core, pod, notice.reason, notice.message)
