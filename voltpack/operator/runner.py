@@ -496,7 +496,7 @@ class Operator:
         cycle = CycleInput(
             pods=pods,
             by_key=by_key,
-            nodes=list(nodes),
+            nodes=nodes,
             gpujobs=gpujobs,
             snapshot=snapshot,
             faults=faults,

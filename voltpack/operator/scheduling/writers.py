@@ -174,6 +174,6 @@ class InferenceWriter:
             cycle.pods_after_binding(),
             plan.unplaced,
             synced=self.services.wait_synced(0),
-            nodes=list(cycle.nodes),
+            nodes=cycle.nodes,
             topology=cycle.topology,
         )
