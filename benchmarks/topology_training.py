@@ -130,6 +130,12 @@ def main() -> None:
         default=None,
         help="GPUs per pod of every gang (default: one pod per node's worth)",
     )
+    parser.add_argument(
+        "--contention",
+        choices=("on", "off"),
+        default="on",
+        help="on: running jobs share links (flow model); off: each job priced alone",
+    )
     parser.add_argument("--name", default=NAME, help="results file name")
     parser.add_argument("--optimality-instances", type=int, default=200)
     parser.add_argument("--out", type=Path, default=None, help="results folder")
@@ -179,7 +185,9 @@ def main() -> None:
         topology,
         jobs,
         policies,
-        SimConfig(sku=sku, seed=args.seed, pod_gpus=args.pod_gpus),
+        SimConfig(
+            sku=sku, seed=args.seed, pod_gpus=args.pod_gpus, contention=args.contention == "on"
+        ),
         args.processes,
     )
     sim_s = time.perf_counter() - sim_started
@@ -205,6 +213,7 @@ def main() -> None:
         "topology": topology_info,
         "gpu": sku.name,
         "pod_gpus": args.pod_gpus,
+        "contention": args.contention,
         "trace": trace_info,
         "policies": rows,
         "optimality": optimality,

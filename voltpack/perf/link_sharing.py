@@ -58,11 +58,14 @@ def max_min_fair_rates_gbit_s(
     capacity_gbit_s: npt.ArrayLike,
     flow_links: Sequence[Collection[int]],
     demand_gbit_s: npt.ArrayLike | None = None,
+    weight: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """Each flow's rate (Gbit/s) in the max-min fair allocation of the links' capacities.
 
     `capacity_gbit_s[l]` is link `l`'s capacity; `flow_links[f]` the ids of the links flow `f`
     crosses; `demand_gbit_s[f]` the most flow `f` wants (`inf`: no cap; default: none capped).
+    `weight[f]` (> 0, default 1) makes flow `f` count as that many equal flows on one path (an
+    aggregate of parallel rings): it is raised `weight` times as fast (weighted max-min).
     A flow crossing no link gets its demand (`inf` when it has none).
     """
     capacity = np.asarray(capacity_gbit_s, dtype=np.float64).reshape(-1)
@@ -80,13 +83,24 @@ def max_min_fair_rates_gbit_s(
         )
     if np.any(np.isnan(demand)) or np.any(demand < 0):
         raise InvalidRequestError("demand_gbit_s must be >= 0 (inf: no cap) for every flow")
+    weights = (
+        np.ones(flow_count) if weight is None else np.asarray(weight, dtype=np.float64).reshape(-1)
+    )
+    if weights.shape != (flow_count,) or not np.all(np.isfinite(weights) & (weights > 0)):
+        raise InvalidRequestError(f"weight must be one finite value > 0 per flow ({flow_count})")
     flows, links = flow_link_pairs(flow_links, capacity.size)
-    return _progressive_filling(capacity, demand, flows, links)
+    return progressive_filling(capacity, demand, flows, links, weights)
 
 
-def _progressive_filling(
-    capacity: FloatArray, demand: FloatArray, flows: IntArray, links: IntArray
+def progressive_filling(
+    capacity: FloatArray,
+    demand: FloatArray,
+    flows: IntArray,
+    links: IntArray,
+    weights: FloatArray,
 ) -> FloatArray:
+    """The rates of `max_min_fair_rates_gbit_s`, given its checked arrays and the distinct
+    (flow, link) pairs as two aligned arrays (the form callers with vectorised paths hold)."""
     link_count, flow_count = capacity.size, demand.size
     rate = np.zeros(flow_count)
     spare = capacity.copy()
@@ -97,16 +111,16 @@ def _progressive_filling(
     demand_reached = demand - SATURATION_TOLERANCE * np.maximum(finite_demand, 1.0)
     while active.any():
         live = active[flows]
-        sharing = np.bincount(links[live], minlength=link_count)
+        sharing = np.bincount(links[live], weights=weights[flows[live]], minlength=link_count)
         loaded = sharing > 0
         step = math.inf
         if loaded.any():
             step = float(np.min(spare[loaded] / sharing[loaded]))
-        step = min(step, float(np.min(demand[active] - rate[active])))
+        step = min(step, float(np.min((demand[active] - rate[active]) / weights[active])))
         if math.isinf(step):  # the rest cross no link and want all they can get
             rate[active] = math.inf
             break
-        rate[active] += step
+        rate[active] += step * weights[active]
         spare -= step * sharing
         saturated = loaded & (spare <= tolerance) & link_open
         spare[saturated] = 0.0

@@ -99,14 +99,56 @@ def _fill_layout(tables: GpuTables, rows: IntArray, host: HostLayout) -> None:
         tables.nic_alignment[rows, gpu] = int(host.nic_distance(gpu, nearest))
 
 
-def placement_links(
+@dataclass(frozen=True)
+class LinkParts:
+    """A kind of group's slowest hop inside nodes (NVLink or PCIe) and over the network."""
+
+    local: LinkSpeed | None
+    """None when every hop of this kind crosses the network."""
+    network: LinkSpeed | None
+    """None when no group of this kind crosses the network."""
+
+    def link(self, network_slowdown: float = 1.0) -> LinkSpeed:
+        """The group's slowest link when its network hops run `network_slowdown` (>= 1)
+        times slower than alone."""
+        speeds = [] if self.local is None else [self.local]
+        if self.network is not None:
+            speeds.append(self.network.scaled(1.0 / max(1.0, network_slowdown)))
+        return slowest(*speeds)
+
+
+@dataclass(frozen=True)
+class PlacementParts:
+    """`LinkParts` of the tensor, pipeline and data groups of one placement."""
+
+    tensor: LinkParts
+    pipeline: LinkParts
+    data: LinkParts
+
+    def links(self, slowdown: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> GroupLinks:
+        """Group links with each kind's network hops slowed by (tensor, pipeline, data)."""
+        return GroupLinks(
+            tensor=self.tensor.link(slowdown[0]),
+            pipeline=self.pipeline.link(slowdown[1]),
+            data=self.data.link(slowdown[2]),
+        )
+
+
+def placement_link_parts(
     topology: ClusterTopology,
     rank_nodes: IntArray,
     rank_gpus: IntArray,
     parallelism: Parallelism,
     sku: GpuSku,
-) -> GroupLinks:
-    """The slowest link of each kind of group when rank r runs on (rank_nodes[r], rank_gpus[r])."""
+    oversubscribed: bool = True,
+) -> PlacementParts:
+    """Per kind of group, its slowest local and network hop when rank r runs on
+    (rank_nodes[r], rank_gpus[r]).
+
+    `oversubscribed` True divides network hops by the crossing factor of the levels they
+    climb (every host's fair share of busy uplinks); False prices them at the NICs' rate, for
+    a model that puts the uplinks' sharing in explicitly (`voltpack.perf.network_flows`).
+    """
     size = parallelism.world_size
     if len(rank_nodes) != size or len(rank_gpus) != size:
         raise ValueError(f"{len(rank_nodes)} ranks placed, parallelism needs {size}")
@@ -115,11 +157,22 @@ def placement_links(
         parallelism.pipeline, parallelism.data, parallelism.tensor
     )
     gpus = np.asarray(rank_gpus, dtype=np.int64).reshape(nodes.shape)
-    return GroupLinks(
-        tensor=_slowest_in_groups(topology, tables, sku, nodes, gpus, axis=2),
-        pipeline=_slowest_in_groups(topology, tables, sku, nodes, gpus, axis=0),
-        data=_slowest_in_groups(topology, tables, sku, nodes, gpus, axis=1),
-    )
+
+    def parts(axis: int) -> LinkParts:
+        return _slowest_in_groups(topology, tables, sku, nodes, gpus, axis, oversubscribed)
+
+    return PlacementParts(tensor=parts(2), pipeline=parts(0), data=parts(1))
+
+
+def placement_links(
+    topology: ClusterTopology,
+    rank_nodes: IntArray,
+    rank_gpus: IntArray,
+    parallelism: Parallelism,
+    sku: GpuSku,
+) -> GroupLinks:
+    """The slowest link of each kind of group when rank r runs on (rank_nodes[r], rank_gpus[r])."""
+    return placement_link_parts(topology, rank_nodes, rank_gpus, parallelism, sku).links()
 
 
 def _slowest_in_groups(
@@ -129,13 +182,14 @@ def _slowest_in_groups(
     nodes: IntArray,
     gpus: IntArray,
     axis: int,
-) -> LinkSpeed:
+    oversubscribed: bool,
+) -> LinkParts:
     """Slowest ring hop over every group that runs along `axis` of the [p, d, t] rank grid."""
     members = np.moveaxis(nodes, axis, -1).reshape(-1, nodes.shape[axis])
     member_gpus = np.moveaxis(gpus, axis, -1).reshape(members.shape)
     intra = nvlink_speed(sku)
     if members.shape[1] == 1:
-        return intra
+        return LinkParts(intra, None)
     a_node, b_node = members, np.roll(members, -1, axis=1)
     a_gpu, b_gpu = member_gpus, np.roll(member_gpus, -1, axis=1)
     if members.shape[1] == 2:  # a ring of two is one link, not two
@@ -154,11 +208,12 @@ def _slowest_in_groups(
         crosses = pcie & (a_numa >= 0) & (b_numa >= 0) & (a_numa != b_numa)
         speeds.append(pcie_speed(sku, cross_socket=bool(crosses.any())))
     network = ~same_node & ~on_nvlink
+    network_speed_: LinkSpeed | None = None
     if network.any():
-        speeds.append(
-            _network_hops(topology, tables, members, a_node, b_node, a_gpu, b_gpu, network)
+        network_speed_ = _network_hops(
+            topology, tables, members, a_node, b_node, a_gpu, b_gpu, network, oversubscribed
         )
-    return slowest(*speeds)
+    return LinkParts(slowest(*speeds) if speeds else None, network_speed_)
 
 
 def _network_hops(
@@ -170,12 +225,17 @@ def _network_hops(
     a_gpu: IntArray,
     b_gpu: IntArray,
     network: npt.NDArray[np.bool_],
+    oversubscribed: bool = True,
 ) -> LinkSpeed:
     """Slowest network hop: one `network_speed` call per distinct kind of hop."""
     group_of_hop = np.broadcast_to(np.arange(members.shape[0])[:, None], a_node.shape)[network]
-    ranks_per_node = _min_ranks_per_node(members)[group_of_hop]
+    ranks_per_node = min_ranks_per_node(members)[group_of_hop]
     an, bn, ag, bg = a_node[network], b_node[network], a_gpu[network], b_gpu[network]
-    factor = topology.crossing_factor(topology.common_level(an, bn))
+    factor = (
+        topology.crossing_factor(topology.common_level(an, bn))
+        if oversubscribed
+        else np.ones(an.shape, dtype=np.float64)
+    )
     rate = np.minimum(tables.nic_rate_gbit_s[an, ag], tables.nic_rate_gbit_s[bn, bg])
     nic_class = np.maximum(tables.nic_class[an, ag], tables.nic_class[bn, bg])
     alignment = np.maximum(tables.nic_alignment[an, ag], tables.nic_alignment[bn, bg])
@@ -198,7 +258,7 @@ def _network_hops(
     )
 
 
-def _min_ranks_per_node(members: IntArray) -> IntArray:
+def min_ranks_per_node(members: IntArray) -> IntArray:
     """Per group (row), the fewest of its ranks that share one of its nodes."""
     ordered = np.sort(members, axis=1)
     starts = np.ones(ordered.shape, dtype=np.bool_)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -57,16 +57,18 @@ from voltpack.perf.training_models import (
     default_training_models,
 )
 from voltpack.policies.registry import make_strategy
+from voltpack.policies.topology.contended_step_model import ContendedStepModel, RunningGangs
 from voltpack.policies.topology.exact import ExactPlacer
 from voltpack.policies.topology.placers import StepTimePlacer
 from voltpack.policies.topology.step_model import (
+    PlacedGang,
     TopologyStepModel,
     gang_step_model,
     ranks_from_placements,
 )
-from voltpack.scheduler.gang_topology import TopologyPlacer, place_gang
+from voltpack.scheduler.gang_topology import GangStepModel, TopologyPlacer, place_gang
 from voltpack.scheduler.placement import Scheduler
-from voltpack.sim.events import Event, EventKind, EventLoop
+from voltpack.sim.events import Event, EventKind, EventLoop, Progress
 from voltpack.sim.traces.training_jobs import MODEL_BY_GPUS, TrainingJob, model_for_gpus
 
 NODE_CPU_MILLI = 1_000_000
@@ -109,6 +111,11 @@ class SimConfig:
     pod_gpus: int | None = None
     """GPUs per pod; None: the largest divisor of the job's GPUs not above GPUs per node."""
     catalog: TrainingModelCatalog | None = None
+    contention: bool = False
+    """True: running gangs share the network's links (`voltpack.perf.contention`), a job's
+    step time changes whenever another starts or ends, and gang placers score candidates with
+    that traffic (`ContendedStepModel`). False: each job is priced alone with fixed
+    oversubscription factors, and its end is fixed when it starts."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,11 @@ class JobRecord:
     step_s: float
     ideal_s: float
     nodes: int
+    inflicted: float = 0.0
+    """Extra step time its start caused the gangs already running, summed over them as a
+    share of their step (0.1: one neighbour 10% slower, or two 5%)."""
+    start_step_s: float = 0.0
+    """Its step time when it started (with contention, `step_s` is the average over its run)."""
 
 
 @dataclass
@@ -149,6 +161,7 @@ class PolicyResult:
                 "avg_step_slowdown": None,
                 "gpu_utilization": None,
                 "avg_queue_s": None,
+                "avg_inflicted_slowdown": None,
             }
         arrival = np.array([r.arrival_s for r in self.records])
         start = np.array([r.start_s for r in self.records])
@@ -168,6 +181,7 @@ class PolicyResult:
             "max_step_slowdown": float(slowdown.max()),
             "gpu_utilization": busy / (self.total_gpus * makespan) if makespan > 0 else 0.0,
             "avg_queue_s": float((start - arrival).mean()),
+            "avg_inflicted_slowdown": float(np.mean([r.inflicted for r in self.records])),
             "multi_node_jobs": int(sum(1 for r in self.records if r.nodes > 1)),
             "makespan_s": makespan,
             "wall_s": self.wall_s,
@@ -226,7 +240,7 @@ def place_with_policy(
     policy: PlacementPolicy,
     scheduler: Scheduler | None,
     tensor_parallel: int,
-    step_model: TopologyStepModel,
+    step_model: GangStepModel,
     rng: np.random.Generator,
 ) -> tuple[Decision, float] | None:
     """Place the gang now with the policy (a gang placer, or `scheduler` pod by pod); the
@@ -269,7 +283,10 @@ class _Run:
     groups: dict[int, PodGroup] = field(default_factory=dict)
     running: dict[int, Allocations] = field(default_factory=dict)
     starts: dict[int, tuple[float, float, float, int]] = field(default_factory=dict)
-    """Start s, step s, ideal step s and nodes of each running job."""
+    """Start s, step s at start, ideal step s and nodes of each running job."""
+    progress: dict[int, Progress] = field(default_factory=dict)
+    """Steps done by each running job, at its current rate (steps per second)."""
+    inflicted: dict[int, float] = field(default_factory=dict)
     records: list[JobRecord] = field(default_factory=list)
     unplaced: list[str] = field(default_factory=list)
 
@@ -298,6 +315,7 @@ class _Runner:
             )
         self.step_models: dict[tuple[str, int], TopologyStepModel] = {}
         self.attempts = 0
+        self.running = RunningGangs(topology) if config.contention else None
 
     def step_model(self, model: TrainingModel, num_gpus: int) -> TopologyStepModel:
         key = (model.name, num_gpus)
@@ -310,8 +328,9 @@ class _Runner:
 
     def try_place(
         self, job: TrainingJob, group: PodGroup
-    ) -> tuple[float, float, Allocations] | None:
-        """(step s, ideal s, allocations) of the job placed now, or None."""
+    ) -> tuple[float, float, Allocations, PlacedGang | None] | None:
+        """(step s, ideal s, allocations, the placed gang when contention is on) of the job
+        placed now, or None."""
         pod = group.pods[0]
         free = (self.snapshot.gpu_free_milli >= MILLI_PER_GPU).sum(axis=1)
         if int((free // pod.num_gpu).sum()) < len(group.pods):
@@ -319,6 +338,9 @@ class _Runner:
         self.attempts += 1
         model = self.catalog.get(job.model)
         step_model = self.step_model(model, job.num_gpus)
+        scoring: TopologyStepModel | ContendedStepModel = step_model
+        if self.running is not None:
+            scoring = ContendedStepModel(step_model, self.running)
         placed = place_with_policy(
             self.snapshot,
             self.topology,
@@ -326,14 +348,19 @@ class _Runner:
             self.policy,
             self.scheduler,
             default_parallelism(model, job.num_gpus).tensor,
-            step_model,
+            scoring,
             self.rng,
         )
         if placed is None:
             return None
         decision, step_s = placed
+        gang: PlacedGang | None = None
+        if self.running is not None:
+            gang = step_model.placed(*ranks_from_placements(self.snapshot, decision.placements))
+            step_s = gang.step_s()  # alone; `_start` adds the running gangs' traffic
         by_name = {p.name: p for p in group.pods}
-        return step_s, float(step_model.ideal_s()), self._allocations(decision.placements, by_name)
+        allocations = self._allocations(decision.placements, by_name)
+        return step_s, float(step_model.ideal_s()), allocations, gang
 
     def _allocations(self, placements: Sequence[Placement], pods: Mapping[str, Pod]) -> Allocations:
         return [
@@ -380,7 +407,8 @@ class _Runner:
         index = event.subject
         for node, pod, gpus in run.running.pop(index):
             self.snapshot.release(node, pod, gpus)
-        start_s, step_s, ideal_s, nodes = run.starts.pop(index)
+        start_s, start_step_s, ideal_s, nodes = run.starts.pop(index)
+        run.progress.pop(index)
         job = run.jobs[index]
         run.records.append(
             JobRecord(
@@ -390,11 +418,16 @@ class _Runner:
                 job.arrival_s,
                 start_s,
                 event.time_s,
-                step_s,
+                start_step_s if self.running is None else (event.time_s - start_s) / job.steps,
                 ideal_s,
                 nodes,
+                run.inflicted.pop(index, 0.0),
+                start_step_s,
             )
         )
+        if self.running is not None:
+            self.running.remove(index)
+            self._share_links(run, event.time_s)
 
     def _start_queued(self, run: _Run, now_s: float) -> None:
         """Start queued jobs in FIFO order until the head does not fit (after every instant)."""
@@ -410,12 +443,49 @@ class _Runner:
                 continue
             run.queue.popleft()
             del run.groups[index]
-            step_s, ideal_s, allocations = placed
-            run.running[index] = allocations
-            nodes = len({node for node, _, _ in allocations})
-            run.starts[index] = (now_s, step_s, ideal_s, nodes)
+            self._start(run, index, placed, now_s)
+
+    def _start(
+        self,
+        run: _Run,
+        index: int,
+        placed: tuple[float, float, Allocations, PlacedGang | None],
+        now_s: float,
+    ) -> None:
+        """The job runs from now: its GPUs are taken, its completion queued (and with
+        contention, the links re-shared and every slowed job's completion moved)."""
+        step_s, ideal_s, allocations, gang = placed
+        run.running[index] = allocations
+        nodes = len({node for node, _, _ in allocations})
+        progress = Progress(work_s=float(run.jobs[index].steps), rate=1.0 / step_s, since_s=now_s)
+        run.progress[index] = progress
+        if self.running is not None and gang is not None:
+            before = dict(self.running.step_s)
+            self.running.add(index, gang)
+            changed = self._share_links(run, now_s)
+            step_s = self.running.step_s[index]
+            run.inflicted[index] = sum(
+                new_s / before[other] - 1.0 for other, new_s in changed.items() if other != index
+            )
+        run.starts[index] = (now_s, step_s, ideal_s, nodes)
+        if self.running is None:  # the end is fixed now
             end_s = now_s + run.jobs[index].steps * step_s
             run.loop.queue.push(end_s, EventKind.DEPARTURE, index)
+        else:
+            run.loop.reschedule(progress.finish_s(), EventKind.DEPARTURE, index)
+
+    def _share_links(self, run: _Run, now_s: float) -> dict[Hashable, float]:
+        """Re-share the links among the running gangs; move the completion of each gang
+        whose step time changed. The changed gangs and their new step times."""
+        assert self.running is not None
+        changed = self.running.resolve()
+        for key, step_s in changed.items():
+            if not isinstance(key, int) or key not in run.progress:
+                continue
+            progress = run.progress[key]
+            progress.set_rate(now_s, 1.0 / step_s)
+            run.loop.reschedule(progress.finish_s(), EventKind.DEPARTURE, key)
+        return changed
 
 
 def simulate(

@@ -15,7 +15,10 @@ from voltpack.model.resources.topology import TopologySpec
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.topology import ClusterTopology
 from voltpack.model.workload import PodGroup
+from voltpack.perf.contention import NO_SLOWDOWN, NetworkGang, Slowdowns, comm_duty
 from voltpack.perf.links import PerfModelError
+from voltpack.perf.network_flows import gang_flows
+from voltpack.perf.placement_links import PlacementParts, placement_link_parts
 from voltpack.perf.placement_links import placement_links as links_of
 from voltpack.perf.step_time import StepTime, predict_step_time
 from voltpack.perf.training_models import Parallelism, TrainingModel, default_training_models
@@ -39,6 +42,21 @@ class TopologyStepModel:
     def step_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
         """Seconds per step on this placement."""
         return self.predict(rank_nodes, rank_gpus).total_s
+
+    def parts(self, rank_nodes: IntArray, rank_gpus: IntArray) -> PlacementParts:
+        """The placement's local and network hops, uplinks not divided by oversubscription
+        (the contention model shares them explicitly)."""
+        return placement_link_parts(
+            self.topology, rank_nodes, rank_gpus, self.parallelism, self.sku, oversubscribed=False
+        )
+
+    def placed(self, rank_nodes: IntArray, rank_gpus: IntArray) -> PlacedGang:
+        """The gang on this placement, ready to share the network with others."""
+        parts = self.parts(rank_nodes, rank_gpus)
+        flows = gang_flows(self.topology, rank_nodes, rank_gpus, self.parallelism)
+        alone = predict_step_time(self.model, self.parallelism, self.sku, parts.links())
+        network = NetworkGang(flows, comm_duty(alone, flows.kinds()))
+        return PlacedGang(self, parts, network, self.parallelism.world_size)
 
     def ideal_s(self) -> float:
         """Seconds per step on the best placement the cluster's usual host could give: ranks
@@ -132,3 +150,20 @@ def step_model_for_group(
             )
         gpu_model = snapshot.gpu_models[int(np.bincount(present).argmax())]
     return TopologyStepModel(topology, model, parallelism, default_catalog().get(gpu_model))
+
+
+@dataclass(frozen=True)
+class PlacedGang:
+    """A gang on a concrete placement: its hops, its flows, and its step at any slowdown."""
+
+    step_model: TopologyStepModel
+    parts: PlacementParts
+    network: NetworkGang
+    gpus: int
+
+    def step_s(self, slowdowns: Slowdowns = NO_SLOWDOWN) -> float:
+        """Seconds per step with each kind's network hops `slowdowns` times slower."""
+        model = self.step_model
+        return predict_step_time(
+            model.model, model.parallelism, model.sku, self.parts.links(slowdowns)
+        ).total_s

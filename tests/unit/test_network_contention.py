@@ -1,0 +1,178 @@
+"""The flow-level network model: the fabric's links, a gang's flows, max-min sharing between
+gangs, and the simulator's fluid run times under contention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voltpack.model.gpu_sku import default_catalog
+from voltpack.model.resources.topology import HostNicSpec, HostSpec, TopologyLevel, TopologySpec
+from voltpack.model.topology import ClusterTopology
+from voltpack.perf.contention import NO_SLOWDOWN, network_slowdowns
+from voltpack.perf.link_sharing import max_min_fair_rates_gbit_s
+from voltpack.perf.network_flows import GroupKind, fabric_links, gang_flows
+from voltpack.perf.training_models import default_parallelism, default_training_models
+from voltpack.policies.topology.contended_step_model import ContendedStepModel, RunningGangs
+from voltpack.policies.topology.placers import StepTimePlacer
+from voltpack.policies.topology.step_model import TopologyStepModel, gang_step_model
+from voltpack.sim.topology_training import PlacementPolicy, SimConfig, simulate
+from voltpack.sim.traces.training_jobs import TrainingJob
+
+SKU = default_catalog().get("A100-80GB")
+LEAF_OVERSUBSCRIPTION = 4.0
+
+
+def topology(leaves: int = 2, hosts_per_leaf: int = 2) -> ClusterTopology:
+    """Two leaves of two 8-GPU hosts with 4 x 200 Gbit/s RoCE NICs, leaf uplinks 4:1."""
+    spec = TopologySpec(
+        levels=[
+            TopologyLevel(node_label="spine", oversubscription=1.0),
+            TopologyLevel(node_label="leaf", oversubscription=LEAF_OVERSUBSCRIPTION),
+        ],
+        nvlink_clique_label=None,
+        default_host=HostSpec(
+            gpus=8,
+            numa_nodes=[[0, 1, 2, 3], [4, 5, 6, 7]],
+            nics=[
+                HostNicSpec(
+                    name=f"mlx5_{i}",
+                    nic_class="roce",
+                    line_rate_gbit_s=200,
+                    gpus=[2 * i, 2 * i + 1],
+                )
+                for i in range(4)
+            ],
+        ),
+    )
+    names = [f"n{leaf}{host}" for leaf in range(leaves) for host in range(hosts_per_leaf)]
+    labels = {name: {"spine": "s0", "leaf": f"l{name[1]}"} for name in names}
+    return ClusterTopology.from_labels(spec, names, labels, gpu_counts=dict.fromkeys(names, 8))
+
+
+def step_model(
+    topo: ClusterTopology, name: str = "megatron-18.4b", gpus: int = 16
+) -> TopologyStepModel:
+    model = default_training_models().get(name)
+    return gang_step_model(topo, model, default_parallelism(model, gpus), SKU)
+
+
+def ranks(*nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks packed in order: 8 per node on the given nodes."""
+    return np.repeat(np.array(nodes, dtype=np.int64), 8), np.tile(
+        np.arange(8, dtype=np.int64), len(nodes)
+    )
+
+
+def test_the_fabric_has_nics_and_uplinks_at_their_oversubscribed_capacity() -> None:
+    topo = topology()
+    fabric = fabric_links(topo)
+    nic = 4 * 200.0
+    assert fabric.capacity_gbit_s[fabric.nic_out].tolist() == [nic] * 4
+    assert fabric.capacity_gbit_s[fabric.nic_in].tolist() == [nic] * 4
+    leaf = 1  # the deepest level; two hosts under each leaf
+    assert fabric.capacity_gbit_s[fabric.up[leaf]].tolist() == [2 * nic / 4.0] * 2
+    spine = 0  # above the 4:1 leaves: the spine's own 1:1 times the leaves' 4:1
+    assert fabric.capacity_gbit_s[fabric.up[spine]].tolist() == [4 * nic / 4.0]
+    assert fabric.nic_gbit_s_per_gpu.tolist() == [100.0] * 4
+
+
+def test_a_gang_inside_one_leaf_crosses_only_nics_and_one_across_leaves_climbs() -> None:
+    topo = topology()
+    fabric = fabric_links(topo)
+    parallelism = default_parallelism(default_training_models().get("megatron-18.4b"), 16)
+    inside = gang_flows(topo, *ranks(0, 1), parallelism)
+    across = gang_flows(topo, *ranks(0, 2), parallelism)
+    uplinks = set(np.concatenate(fabric.up + fabric.down).tolist())
+    assert inside.count > 0 and across.count > 0
+    assert not set(inside.paths[inside.paths >= 0].tolist()) & uplinks
+    assert set(across.paths[across.paths >= 0].tolist()) & set(fabric.up[1].tolist())
+    # tensor groups stay on NVLink: only data-parallel flows, one per direction between the
+    # two nodes, each aggregating the 8 rings (one per tensor rank) at 100 Gbit/s each
+    assert set(across.kind.tolist()) == {int(GroupKind.DATA)}
+    assert across.count == 2
+    assert across.weight.tolist() == [8.0, 8.0]
+    assert across.demand_gbit_s.tolist() == [800.0, 800.0]
+
+
+def test_a_lone_gang_inside_a_leaf_runs_as_fast_as_without_the_model() -> None:
+    topo = topology()
+    model = step_model(topo)
+    nodes, gpus = ranks(0, 1)
+    gang = model.placed(nodes, gpus)
+    (slowdowns,) = network_slowdowns(fabric_links(topo), [gang.network])
+    assert slowdowns == NO_SLOWDOWN
+    assert gang.step_s(slowdowns) == pytest.approx(model.step_s(nodes, gpus))
+
+
+def test_two_gangs_across_one_oversubscribed_uplink_halve_each_others_share() -> None:
+    topo = topology()
+    model = step_model(topo)
+    first = model.placed(*ranks(0, 2))
+    second = model.placed(*ranks(1, 3))
+    fabric = fabric_links(topo)
+    (alone,) = network_slowdowns(fabric, [first.network])
+    together = network_slowdowns(fabric, [first.network, second.network])
+    data = int(GroupKind.DATA)
+    # alone: 800 Gbit/s asked through a 400 Gbit/s uplink; together: 1,600 through it
+    assert alone[data] == pytest.approx(2.0)
+    assert together[0][data] == pytest.approx(2.0 * alone[data])
+    assert together[1][data] == pytest.approx(together[0][data])
+    assert first.step_s(together[0]) > first.step_s(alone) > first.step_s()
+
+
+def test_weight_counts_as_that_many_flows() -> None:
+    capacity = [300.0]
+    as_two = max_min_fair_rates_gbit_s(capacity, [[0], [0], [0]])
+    weighted = max_min_fair_rates_gbit_s(capacity, [[0], [0]], weight=[2.0, 1.0])
+    assert weighted.tolist() == pytest.approx([as_two[0] + as_two[1], as_two[2]])
+
+
+def test_the_scored_step_charges_a_candidate_for_the_neighbours_it_slows() -> None:
+    topo = topology()
+    model = step_model(topo)
+    running = RunningGangs(topo)
+    running.add("a", model.placed(*ranks(0, 2)))
+    running.resolve()
+    scorer = ContendedStepModel(model, running)
+    own_s, inflicted = scorer.evaluate(*ranks(1, 3))
+    assert inflicted > 0
+    assert scorer.step_s(*ranks(1, 3)) == pytest.approx(own_s * (1.0 + inflicted))
+    quiet_s, quiet_inflicted = ContendedStepModel(model, RunningGangs(topo)).evaluate(*ranks(1, 3))
+    assert quiet_inflicted == 0.0
+    assert own_s > quiet_s
+
+
+def test_without_contention_a_jobs_end_is_fixed_when_it_starts() -> None:
+    topo = topology()
+    best_fit = PlacementPolicy("best-fit", strategy="best-fit")
+    jobs = [
+        TrainingJob("a", 0.0, 16, "megatron-18.4b", 2000),
+        TrainingJob("b", 10.0, 16, "megatron-18.4b", 50),
+    ]
+    for record in simulate(topo, jobs, best_fit, SimConfig(sku=SKU)).records:
+        steps = 2000 if record.job_id == "a" else 50
+        assert record.end_s - record.start_s == pytest.approx(steps * record.step_s)
+        assert record.step_s == record.start_step_s
+
+
+def test_a_start_that_slows_a_running_job_is_charged_and_moves_its_end() -> None:
+    topo = topology(leaves=3, hosts_per_leaf=2)
+    steps = 1000
+    # 24 GPUs need 3 hosts, so each job spans two leaves; the middle leaf's uplink is shared
+    first = TrainingJob("a", 0.0, 24, "megatron-18.4b", steps)
+    second = TrainingJob("b", 100.0, 24, "megatron-18.4b", steps)
+    policy = PlacementPolicy("voltpack", placer=StepTimePlacer())
+    config = SimConfig(sku=SKU, contention=True)
+    records = {r.job_id: r for r in simulate(topo, [first, second], policy, config).records}
+    a, b = records["a"], records["b"]
+    assert a.nodes == 3 and b.nodes == 3
+    # a ran alone for 100 s, then shared an uplink with b: it ends later than alone, and
+    # its average step is slower than its step at start
+    assert a.end_s > a.start_s + steps * a.start_step_s
+    assert a.step_s > a.start_step_s
+    assert b.inflicted > 0
+    assert a.inflicted == 0.0
+    # without contention both run at their start step to the end
+    off = {r.job_id: r for r in simulate(topo, [first, second], policy, SimConfig(sku=SKU)).records}
+    assert off["a"].end_s == pytest.approx(off["a"].start_s + steps * off["a"].step_s)

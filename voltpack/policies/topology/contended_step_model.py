@@ -1,0 +1,110 @@
+"""Contention-aware placement scoring: a candidate's own step time with the running gangs'
+traffic, and the slowdown it inflicts on them.
+
+`RunningGangs` holds the gangs on the fabric now (their `PlacedGang`s) and their current
+slowdowns; a driver (the simulator, the operator) adds and removes gangs as they start and end
+and calls `resolve` to re-share the links. `ContendedStepModel` is a `GangStepModel` for the
+placement mechanism: for a candidate placement it solves the sharing with the candidate added
+and scores
+
+    own step time with contention x (1 + inflicted),
+
+where `inflicted` is the running gangs' extra step time the candidate causes, weighted by
+their GPUs and divided by the candidate's GPUs (GPU-seconds others lose per GPU-second the
+candidate runs). A placement across a busy uplink thus pays for the neighbours it slows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from voltpack.model.snapshot import IntArray
+from voltpack.model.topology import ClusterTopology
+from voltpack.perf.contention import NO_SLOWDOWN, RunningNetwork, Slowdowns
+from voltpack.policies.topology.step_model import PlacedGang, TopologyStepModel
+
+CANDIDATE_KEY = ("voltpack.candidate",)
+"""The key a candidate placement is solved under (no running gang uses a tuple like it)."""
+
+
+@dataclass
+class RunningGangs:
+    """Gangs running on one topology, their slowdowns and step times as last solved."""
+
+    topology: ClusterTopology
+    placed: dict[Hashable, PlacedGang] = field(default_factory=dict)
+    slowdowns: dict[Hashable, Slowdowns] = field(default_factory=dict)
+    step_s: dict[Hashable, float] = field(default_factory=dict)
+    network: RunningNetwork = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.network = RunningNetwork(self.topology)
+
+    def add(self, key: Hashable, gang: PlacedGang) -> None:
+        """A gang starts (call `resolve` after the instant's starts and ends)."""
+        self.placed[key] = gang
+        if gang.network.flows.count:
+            self.network.add(key, gang.network)
+        self.slowdowns[key] = NO_SLOWDOWN
+        self.step_s[key] = gang.step_s()
+
+    def remove(self, key: Hashable) -> None:
+        """A gang ends."""
+        self.placed.pop(key, None)
+        self.network.remove(key)
+        self.slowdowns.pop(key, None)
+        self.step_s.pop(key, None)
+
+    def resolve(self) -> dict[Hashable, float]:
+        """Re-share the links; the gangs whose step time changed, with the new one."""
+        solved = self.network.slowdowns()
+        changed: dict[Hashable, float] = {}
+        for key, gang in self.placed.items():
+            slowdowns = solved.get(key, NO_SLOWDOWN)
+            if slowdowns == self.slowdowns.get(key):
+                continue
+            self.slowdowns[key] = slowdowns
+            step_s = gang.step_s(slowdowns)
+            if step_s != self.step_s.get(key):
+                self.step_s[key] = step_s
+                changed[key] = step_s
+        return changed
+
+    def inflicted_gpu_s_per_s(self, solved: dict[Hashable, Slowdowns]) -> float:
+        """GPU-seconds per second the running gangs would lose at `solved` slowdowns, against
+        their current step times (gangs whose slowdowns do not change cost nothing)."""
+        lost = 0.0
+        for key, gang in self.placed.items():
+            slowdowns = solved.get(key, NO_SLOWDOWN)
+            if slowdowns == self.slowdowns.get(key):
+                continue
+            lost += gang.gpus * (gang.step_s(slowdowns) / self.step_s[key] - 1.0)
+        return lost
+
+
+@dataclass
+class ContendedStepModel:
+    """A gang's step model that scores candidates with the running gangs' traffic."""
+
+    base: TopologyStepModel
+    running: RunningGangs
+
+    def evaluate(self, rank_nodes: IntArray, rank_gpus: IntArray) -> tuple[float, float]:
+        """(own step s with contention, inflicted GPU-s per GPU-s) of a candidate placement."""
+        candidate = self.base.placed(rank_nodes, rank_gpus)
+        if candidate.network.flows.count == 0:
+            return candidate.step_s(), 0.0
+        solved = self.running.network.slowdowns(extra={CANDIDATE_KEY: candidate.network})
+        own_s = candidate.step_s(solved[CANDIDATE_KEY])
+        inflicted = self.running.inflicted_gpu_s_per_s(solved) / max(1, candidate.gpus)
+        return own_s, inflicted
+
+    def step_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
+        """The candidate's score: own contended step x (1 + inflicted)."""
+        own_s, inflicted = self.evaluate(rank_nodes, rank_gpus)
+        return own_s * (1.0 + max(0.0, inflicted))
+
+    def ideal_s(self) -> float:
+        """The gang's step on the best placement, alone (contention is not ideal)."""
+        return self.base.ideal_s()
