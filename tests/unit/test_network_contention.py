@@ -137,7 +137,8 @@ def test_the_scored_step_charges_a_candidate_for_the_neighbours_it_slows() -> No
     scorer = ContendedStepModel(model, running)
     own_s, inflicted = scorer.evaluate(*ranks(1, 3))
     assert inflicted > 0
-    assert scorer.step_s(*ranks(1, 3)) == pytest.approx(own_s * (1.0 + inflicted))
+    assert scorer.score_s(*ranks(1, 3)) == pytest.approx(own_s * (1.0 + inflicted))
+    assert scorer.step_s(*ranks(1, 3)) == pytest.approx(own_s)
     quiet_s, quiet_inflicted = ContendedStepModel(model, RunningGangs(topo)).evaluate(*ranks(1, 3))
     assert quiet_inflicted == 0.0
     assert own_s > quiet_s

@@ -61,9 +61,11 @@ from voltpack.operator.scheduling.queues import (
 from voltpack.operator.scheduling.straggler_watch import StragglerWatch
 from voltpack.operator.scheduling.topology_view import (
     GpuNodeLayouts,
+    TopologyCycle,
     TopologyStatusWriter,
     hold_topology_gangs,
     make_placer,
+    running_topology_gangs,
     topology_cycle,
 )
 from voltpack.operator.scheduling.writers import (
@@ -222,6 +224,7 @@ class Operator:
             else None
         )
         self._scheduler: Scheduler | None = None
+        self._topology_cycle = TopologyCycle()
         self._node_names: tuple[str, ...] = ()
         self._rng = np.random.default_rng(config.seed)
         self._observed: set[str] = set()
@@ -427,7 +430,10 @@ class Operator:
             self.figures.domain_budgets_w, self.figures.domain_nodes = power_domains(
                 self.budgets.values(), cycle.nodes
             )
-            self.figures.job_step_slowdown = step_slowdowns(pods)
+            self.figures.job_step_slowdown = {
+                **step_slowdowns(pods),  # as predicted at binding, then with today's traffic:
+                **self._topology_cycle.step_slowdowns(cycle.snapshot),
+            }
             self._figures_due = time.monotonic() + 1.0
         if not self.elector.is_leader():
             return plan
@@ -464,9 +470,14 @@ class Operator:
                 self._strategy, snapshot.node_count, rank_rng
             )
             self._node_names = snapshot.node_names
+        running = running_gangs(pods, snapshot)
         self._scheduler.topology = topo.placement(
-            snapshot.node_names, nodes, make_placer(self.policy.spec.topology.placer)
+            snapshot.node_names,
+            nodes,
+            make_placer(self.policy.spec.topology.placer),
+            running_topology_gangs(pods, running),
         )
+        self._topology_cycle = topo
         work = pending_work(pods, dra.request if dra.active else None)
         topology_gangs = {group.name for group in work.groups if group.topology is not None}
         if self._scheduler.topology is None:
@@ -480,7 +491,7 @@ class Operator:
             tree=tree,
             ordering=self._ordering,
             rules=self._preemption,
-            running=running_gangs(pods, snapshot),
+            running=running,
             gangs=pending_queues(work, pods),
             now_s=now,
             model_choices=hetero.choices,

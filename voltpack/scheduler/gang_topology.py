@@ -38,6 +38,15 @@ class GangStepModel(Protocol):
         """Seconds per step with rank r on node `rank_nodes[r]`, GPU `rank_gpus[r]`."""
         ...
 
+    def score_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
+        """What the placement minimises: the step time, plus any cost to others (e.g. the
+        slowdown a placement inflicts on running gangs), in seconds per step."""
+        ...
+
+    def commit(self, rank_nodes: IntArray, rank_gpus: IntArray) -> None:
+        """The gang was placed there (a model that tracks running gangs records it)."""
+        ...
+
     def ideal_s(self) -> float:
         """Seconds per step on the best placement the topology could give."""
         ...
@@ -207,7 +216,7 @@ def place_gang(
         def step_time_of(counts: NodeCounts) -> float:
             in_pods = NodeCounts(counts.nodes, tuple(n * unit for n in counts.pods))
             nodes, gpus, _ = ranks_of(in_pods)
-            return model.step_s(nodes, gpus)
+            return model.score_s(nodes, gpus)
 
     choice = placer.choose(tree, pods // unit, required_level, preferred_level, step_time_of)
     if isinstance(choice, str):
@@ -223,6 +232,8 @@ def place_gang(
     statement.commit()
     step_s = step_model.step_s(rank_nodes, rank_gpus) if step_model is not None else None
     ideal_s = step_model.ideal_s() if step_model is not None else None
+    if step_model is not None:
+        step_model.commit(rank_nodes, rank_gpus)
     reason = _reason(group, topology, counts, unit, placer.name, step_s, ideal_s)
     decision = Decision(
         subject=group.name,

@@ -10,22 +10,27 @@ every object's status says which one is active.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import CustomObjectsApi
 from pydantic import ValidationError
 
+from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout
 from voltpack.model.resources import API_GROUP, API_VERSION, TopologySpec
 from voltpack.model.resources.gpunode import Topology as GpuNodeTopology
+from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.topology import ClusterTopology, host_layout_from_gpunode, host_layout_from_spec
-from voltpack.model.work import PendingWork
+from voltpack.model.topology_request import VOLTPACK_MODEL, TopologyRequest
+from voltpack.model.work import PendingWork, RunningGang
 from voltpack.model.workload import PodGroup
 from voltpack.operator.kube.client import api_message, call_json
 from voltpack.operator.kube.conventions import GPU_RESOURCE
+from voltpack.operator.scheduling.queues import gang_key
 from voltpack.policies.schema import TopologyPolicySpec
+from voltpack.policies.topology.contended_step_model import ContentionAwareSteps, RankedPods
 from voltpack.policies.topology.placers import KAI, KUEUE, StepTimePlacer
 from voltpack.policies.topology.step_model import step_model_for_group
 from voltpack.scheduler.gang_topology import TopologyPlacement, TopologyPlacer
@@ -123,15 +128,23 @@ class TopologyCycle:
     layouts: dict[str, HostLayout] = field(default_factory=dict)
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Topology object name -> the status it should have."""
+    contention: ContentionAwareSteps | None = None
+    """The running gangs' traffic every gang's step time is priced against (see `placement`)."""
+    topology: ClusterTopology | None = None
 
     def placement(
         self,
         node_names: tuple[str, ...],
         nodes: Iterable[dict[str, Any]],
         placer: TopologyPlacer,
+        running: Sequence[tuple[PodGroup, RankedPods]] = (),
     ) -> TopologyPlacement | None:
         """The scheduler's topology placement over the snapshot's nodes; None without a
-        Topology. Fills in the active object's status (nodes, levels, domains)."""
+        Topology. Fills in the active object's status (nodes, levels, domains).
+
+        Every gang's step time (the placement's score, the `Scheduled` Event's prediction) is
+        priced with the traffic of the `running` gangs (`running_topology_gangs`) and of the
+        gangs placed before it in the cycle."""
         if self.spec is None or self.name is None:
             return None
         listed = list(nodes)
@@ -144,7 +157,52 @@ class TopologyCycle:
             gpu_counts=node_gpu_counts(listed),
         )
         self.statuses[self.name] = _status(topology, labels, self.statuses.get(self.name, {}))
-        return TopologyPlacement(topology, placer, step_model_for_group)
+        self.contention = ContentionAwareSteps(step_model_for_group, running)
+        self.topology = topology
+        return TopologyPlacement(topology, placer, self.contention)
+
+    def step_slowdowns(self, snapshot: ClusterSnapshot) -> dict[str, float]:
+        """Per running gang that names a training model: its step time with the traffic on
+        the fabric now over its ideal step time (empty without a Topology)."""
+        if self.contention is None or self.topology is None:
+            return {}
+        self.contention.gangs(self.topology, snapshot)
+        return self.contention.slowdowns()
+
+
+def running_topology_gangs(
+    pods: Iterable[dict[str, Any]], running: Sequence[RunningGang]
+) -> list[tuple[PodGroup, RankedPods]]:
+    """The running gangs whose pods name a training model (`voltpack.io/training-model`), as
+    groups carrying their topology request, with their pods' nodes and GPUs in rank order.
+    A gang whose annotations are malformed is left out (its pending form says why)."""
+    requests: dict[str, TopologyRequest] = {}
+    for pod in pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        if not annotations.get(VOLTPACK_MODEL):
+            continue
+        key = gang_key(pod)
+        if key in requests:
+            continue
+        try:
+            request = TopologyRequest.from_pod_annotations(annotations)
+        except InvalidRequestError:
+            continue
+        if request is not None and request.model is not None:
+            requests[key] = request
+    gangs = []
+    for gang in running:
+        request = requests.get(gang.name)
+        if request is None:
+            continue
+        group = PodGroup(
+            name=gang.name,
+            pods=tuple(pod for pod, _, _ in gang.pods),
+            min_member=len(gang.pods),
+            topology=request,
+        )
+        gangs.append((group, tuple((node, gpus) for _, node, gpus in gang.pods)))
+    return gangs
 
 
 def topology_cycle(

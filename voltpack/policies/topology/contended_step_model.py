@@ -16,11 +16,15 @@ candidate runs). A placement across a busy uplink thus pays for the neighbours i
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from voltpack.model.snapshot import IntArray
+import numpy as np
+
+from voltpack.model.errors import VoltpackError
+from voltpack.model.snapshot import ClusterSnapshot, IntArray
 from voltpack.model.topology import ClusterTopology
+from voltpack.model.workload import PodGroup
 from voltpack.perf.contention import NO_SLOWDOWN, RunningNetwork, Slowdowns
 from voltpack.policies.topology.step_model import PlacedGang, TopologyStepModel
 
@@ -85,10 +89,15 @@ class RunningGangs:
 
 @dataclass
 class ContendedStepModel:
-    """A gang's step model that scores candidates with the running gangs' traffic."""
+    """A gang's step model that scores candidates with the running gangs' traffic.
+
+    `key`: the gang's name among the running gangs once placed (`commit` adds it, so gangs
+    placed later in the same cycle see its traffic); None: the driver adds it itself.
+    """
 
     base: TopologyStepModel
     running: RunningGangs
+    key: Hashable | None = None
 
     def evaluate(self, rank_nodes: IntArray, rank_gpus: IntArray) -> tuple[float, float]:
         """(own step s with contention, inflicted GPU-s per GPU-s) of a candidate placement."""
@@ -101,10 +110,79 @@ class ContendedStepModel:
         return own_s, inflicted
 
     def step_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
+        """The placement's own step time with the running gangs' traffic."""
+        return self.evaluate(rank_nodes, rank_gpus)[0]
+
+    def score_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
         """The candidate's score: own contended step x (1 + inflicted)."""
         own_s, inflicted = self.evaluate(rank_nodes, rank_gpus)
         return own_s * (1.0 + max(0.0, inflicted))
 
+    def commit(self, rank_nodes: IntArray, rank_gpus: IntArray) -> None:
+        """Add the placed gang to the running ones (when it has a `key`) and re-share."""
+        if self.key is None:
+            return
+        self.running.add(self.key, self.base.placed(rank_nodes, rank_gpus))
+        self.running.resolve()
+
     def ideal_s(self) -> float:
         """The gang's step on the best placement, alone (contention is not ideal)."""
         return self.base.ideal_s()
+
+
+RankedPods = tuple[tuple[int, tuple[int, ...]], ...]
+"""(node index, GPU indices) of each pod of a running gang, in rank order."""
+
+
+@dataclass
+class ContentionAwareSteps:
+    """A `TopologyPlacement.step_model_for` that prices every gang against the running ones.
+
+    `base` gives a gang's own step model (e.g. `step_model_for_group`); `running` lists the
+    gangs that hold GPUs now, each as a group (its topology request names its model) and its
+    pods' nodes and GPUs in rank order. Their flows are put on the fabric the first time a
+    cycle asks (a running gang whose model or rank layout cannot be priced is left out: its
+    traffic is unknown, not zero, and the reason is kept in `skipped`).
+    """
+
+    base: Callable[[ClusterTopology, ClusterSnapshot, PodGroup], TopologyStepModel | None]
+    running: Sequence[tuple[PodGroup, RankedPods]] = ()
+    skipped: dict[str, str] = field(default_factory=dict)
+    _gangs: RunningGangs | None = None
+
+    def __call__(
+        self, topology: ClusterTopology, snapshot: ClusterSnapshot, group: PodGroup
+    ) -> ContendedStepModel | None:
+        """The gang's contention-aware step model, or None when it names no model."""
+        model = self.base(topology, snapshot, group)
+        if model is None:
+            return None
+        return ContendedStepModel(model, self.gangs(topology, snapshot), key=group.name)
+
+    def gangs(self, topology: ClusterTopology, snapshot: ClusterSnapshot) -> RunningGangs:
+        """The running gangs on `topology`'s fabric (built once per topology object)."""
+        if self._gangs is not None and self._gangs.topology is topology:
+            return self._gangs
+        gangs = RunningGangs(topology)
+        for group, pods in self.running:
+            try:
+                model = self.base(topology, snapshot, group)
+                if model is None:
+                    continue
+                nodes = np.array([n for n, gpus in pods for _ in gpus], dtype=np.int64)
+                gpus = np.array([g for _, ids in pods for g in ids], dtype=np.int64)
+                gangs.add(group.name, model.placed(nodes, gpus))
+            except (VoltpackError, ValueError) as exc:
+                self.skipped[group.name] = str(exc)
+        gangs.resolve()
+        self._gangs = gangs
+        return gangs
+
+    def slowdowns(self) -> dict[str, float]:
+        """Per running gang priced this cycle, its step time now over its ideal one."""
+        if self._gangs is None:
+            return {}
+        return {
+            str(key): self._gangs.step_s[key] / gang.step_model.ideal_s()
+            for key, gang in self._gangs.placed.items()
+        }

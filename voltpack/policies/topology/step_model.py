@@ -43,6 +43,14 @@ class TopologyStepModel:
         """Seconds per step on this placement."""
         return self.predict(rank_nodes, rank_gpus).total_s
 
+    def score_s(self, rank_nodes: IntArray, rank_gpus: IntArray) -> float:
+        """What placement minimises: the step time (the gang is priced alone)."""
+        return self.step_s(rank_nodes, rank_gpus)
+
+    def commit(self, rank_nodes: IntArray, rank_gpus: IntArray) -> None:
+        """Nothing to record: the gang is priced alone."""
+        del rank_nodes, rank_gpus
+
     def parts(self, rank_nodes: IntArray, rank_gpus: IntArray) -> PlacementParts:
         """The placement's local and network hops, uplinks not divided by oversubscription
         (the contention model shares them explicitly)."""
