@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from voltpack.model.domain_tree import DomainTree
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources.topology import HostNicSpec, HostSpec, TopologyLevel, TopologySpec
 from voltpack.model.topology import ClusterTopology
@@ -16,6 +17,7 @@ from voltpack.perf.training_models import default_parallelism, default_training_
 from voltpack.policies.topology.contended_step_model import ContendedStepModel, RunningGangs
 from voltpack.policies.topology.placers import StepTimePlacer
 from voltpack.policies.topology.step_model import TopologyStepModel, gang_step_model
+from voltpack.policies.topology.step_time_placement import place_by_step_time
 from voltpack.sim.topology_training import PlacementPolicy, SimConfig, simulate
 from voltpack.sim.traces.training_jobs import TrainingJob
 
@@ -177,3 +179,28 @@ def test_a_start_that_slows_a_running_job_is_charged_and_moves_its_end() -> None
     # without contention both run at their start step to the end
     off = {r.job_id: r for r in simulate(topo, [first, second], policy, SimConfig(sku=SKU)).records}
     assert off["a"].end_s == pytest.approx(off["a"].start_s + steps * off["a"].step_s)
+
+
+def test_equally_tight_leaves_go_quietest_uplink_first() -> None:
+    topo = topology(leaves=3, hosts_per_leaf=2)
+    slots = np.ones(topo.node_count, dtype=np.int64)
+    gpus = np.full(topo.node_count, 8, dtype=np.int64)
+    plain = DomainTree.build(topo, slots, gpus, gpus)
+    chosen, _ = place_by_step_time(plain, 2)
+    assert (chosen.level, chosen.domain) == (1, 0)  # ties: the first leaf
+    busy = (np.zeros(1), np.array([0.5, 0.0, 0.9]), np.zeros(topo.node_count))
+    told = DomainTree.build(topo, slots, gpus, gpus, link_busy=busy)
+    chosen, compared = place_by_step_time(told, 2)
+    assert (chosen.level, chosen.domain) == (1, 1)
+    assert [c.domain for c in compared if c.level == 1] == [1, 0, 2]
+
+
+def test_running_gangs_report_how_busy_each_uplink_is() -> None:
+    topo = topology(leaves=3, hosts_per_leaf=2)
+    model = step_model(topo, gpus=24)
+    running = RunningGangs(topo)
+    running.add("a", model.placed(*ranks(0, 1, 2)))  # leaf 0 whole, one host of leaf 1
+    spine, leaf, nics = running.link_busy()
+    assert leaf[0] > 0 and leaf[1] > 0 and leaf[2] == 0.0
+    assert nics[[0, 1, 2]].min() > 0 and nics[[3, 4, 5]].max() == 0.0
+    assert spine.tolist() == [0.0]  # one spine: nothing climbs above it

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voltpack.model.topology import ClusterTopology, IntArray
+from voltpack.model.topology import ClusterTopology, FloatArray, IntArray
 
 
 @dataclass
@@ -30,6 +30,10 @@ class DomainTree:
     """Per node, GPUs it has."""
     gpus_per_unit: int = 1
     """GPUs one slot stands for (a pod's, or a tensor-parallel group's)."""
+    link_busy: tuple[FloatArray, ...] | None = None
+    """Per level (top to bottom) each domain's uplink, then per node its NICs: the share of
+    capacity running gangs' traffic asks for (None: unknown). Policies may prefer quiet
+    domains among those that fit equally well."""
 
     @classmethod
     def build(
@@ -39,6 +43,7 @@ class DomainTree:
         free_gpus: IntArray,
         gpu_count: IntArray,
         gpus_per_unit: int = 1,
+        link_busy: tuple[FloatArray, ...] | None = None,
     ) -> DomainTree:
         """Sum `slots` into every level's domains."""
         capacity = tuple(
@@ -54,6 +59,7 @@ class DomainTree:
             free_gpus=np.asarray(free_gpus, dtype=np.int64),
             gpu_count=np.asarray(gpu_count, dtype=np.int64),
             gpus_per_unit=gpus_per_unit,
+            link_busy=link_busy,
         )
 
     def nodes_in(self, level: int, domain: int) -> IntArray:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voltpack.model.topology import ClusterTopology
+from voltpack.model.topology import ClusterTopology, FloatArray
 from voltpack.perf.link_sharing import progressive_filling
 from voltpack.perf.network_flows import FabricLinks, GangFlows, fabric_links
 from voltpack.perf.step_time import StepTime
@@ -130,6 +130,27 @@ class RunningNetwork:
     def remove(self, key: Hashable) -> None:
         """A gang ends (unknown keys are ignored: a gang with no flows was never added)."""
         self.gangs.pop(key, None)
+
+    def link_busy(self) -> tuple[FloatArray, ...]:
+        """Per level each domain's uplink, then per node its NICs: what the gangs ask to send
+        through it (demand x duty) over its capacity, the busier of its two directions."""
+        fabric = self.fabric
+        load = np.zeros(fabric.link_count)
+        for gang in self.gangs.values():
+            flows = gang.flows
+            if flows.count == 0:
+                continue
+            ask = flows.demand_gbit_s * np.asarray(gang.duty)[flows.kind]
+            links = flows.paths.reshape(-1)
+            asks = np.repeat(ask, flows.paths.shape[1])
+            used = links >= 0
+            load += np.bincount(links[used], weights=asks[used], minlength=fabric.link_count)
+        share = load / np.maximum(fabric.capacity_gbit_s, 1e-9)
+        levels = tuple(
+            np.maximum(share[up], share[down])
+            for up, down in zip(fabric.up, fabric.down, strict=True)
+        )
+        return (*levels, np.maximum(share[fabric.nic_out], share[fabric.nic_in]))
 
     def slowdowns(
         self, extra: Mapping[Hashable, NetworkGang] | None = None

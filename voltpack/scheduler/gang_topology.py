@@ -21,7 +21,7 @@ from voltpack.model.decision import Decision, Placement
 from voltpack.model.domain_tree import DomainTree, NodeCounts
 from voltpack.model.errors import VoltpackError
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
-from voltpack.model.topology import ClusterTopology
+from voltpack.model.topology import ClusterTopology, FloatArray
 from voltpack.model.workload import Pod, PodGroup
 from voltpack.perf.links import PerfModelError
 from voltpack.policies.topology.gpu_choice import choose_gpus
@@ -45,6 +45,11 @@ class GangStepModel(Protocol):
 
     def commit(self, rank_nodes: IntArray, rank_gpus: IntArray) -> None:
         """The gang was placed there (a model that tracks running gangs records it)."""
+        ...
+
+    def link_busy(self) -> tuple[FloatArray, ...] | None:
+        """How busy each domain's uplink (per level) and each node's NICs are with running
+        gangs' traffic, as a share of capacity; None when the model does not know."""
         ...
 
     def ideal_s(self) -> float:
@@ -203,7 +208,12 @@ def place_gang(
         unit = 1
     free_gpus = (snapshot.gpu_present & (snapshot.gpu_free_milli >= MILLI_PER_GPU)).sum(axis=1)
     tree = DomainTree.build(
-        topology, slots // unit, free_gpus, snapshot.gpu_count, gpus_per_unit=pod.num_gpu * unit
+        topology,
+        slots // unit,
+        free_gpus,
+        snapshot.gpu_count,
+        gpus_per_unit=pod.num_gpu * unit,
+        link_busy=step_model.link_busy() if step_model is not None else None,
     )
 
     def ranks_of(counts: NodeCounts) -> tuple[IntArray, IntArray, list[tuple[int, ...]]]:

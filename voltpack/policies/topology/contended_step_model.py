@@ -23,7 +23,7 @@ import numpy as np
 
 from voltpack.model.errors import VoltpackError
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
-from voltpack.model.topology import ClusterTopology
+from voltpack.model.topology import ClusterTopology, FloatArray
 from voltpack.model.workload import PodGroup
 from voltpack.perf.contention import NO_SLOWDOWN, RunningNetwork, Slowdowns
 from voltpack.policies.topology.step_model import PlacedGang, TopologyStepModel
@@ -41,6 +41,7 @@ class RunningGangs:
     slowdowns: dict[Hashable, Slowdowns] = field(default_factory=dict)
     step_s: dict[Hashable, float] = field(default_factory=dict)
     network: RunningNetwork = field(init=False)
+    _busy: tuple[FloatArray, ...] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.network = RunningNetwork(self.topology)
@@ -48,6 +49,7 @@ class RunningGangs:
     def add(self, key: Hashable, gang: PlacedGang) -> None:
         """A gang starts (call `resolve` after the instant's starts and ends)."""
         self.placed[key] = gang
+        self._busy = None
         if gang.network.flows.count:
             self.network.add(key, gang.network)
         self.slowdowns[key] = NO_SLOWDOWN
@@ -56,6 +58,7 @@ class RunningGangs:
     def remove(self, key: Hashable) -> None:
         """A gang ends."""
         self.placed.pop(key, None)
+        self._busy = None
         self.network.remove(key)
         self.slowdowns.pop(key, None)
         self.step_s.pop(key, None)
@@ -74,6 +77,13 @@ class RunningGangs:
                 self.step_s[key] = step_s
                 changed[key] = step_s
         return changed
+
+    def link_busy(self) -> tuple[FloatArray, ...]:
+        """Per level each domain's uplink, then per node its NICs: the traffic the running
+        gangs ask to send through it, over its capacity (the busier direction)."""
+        if self._busy is None:
+            self._busy = self.network.link_busy()
+        return self._busy
 
     def inflicted_gpu_s_per_s(self, solved: dict[Hashable, Slowdowns]) -> float:
         """GPU-seconds per second the running gangs would lose at `solved` slowdowns, against
@@ -117,6 +127,10 @@ class ContendedStepModel:
         """The candidate's score: own contended step x (1 + inflicted)."""
         own_s, inflicted = self.evaluate(rank_nodes, rank_gpus)
         return own_s * (1.0 + max(0.0, inflicted))
+
+    def link_busy(self) -> tuple[FloatArray, ...] | None:
+        """The running gangs' load on every uplink and NIC (`RunningGangs.link_busy`)."""
+        return self.running.link_busy()
 
     def commit(self, rank_nodes: IntArray, rank_gpus: IntArray) -> None:
         """Add the placed gang to the running ones (when it has a `key`) and re-share."""

@@ -13,7 +13,7 @@ from voltpack.model.gpu_sku import GpuSku, default_catalog
 from voltpack.model.host_layout import HostLayout
 from voltpack.model.resources.topology import TopologySpec
 from voltpack.model.snapshot import ClusterSnapshot, IntArray
-from voltpack.model.topology import ClusterTopology
+from voltpack.model.topology import ClusterTopology, FloatArray
 from voltpack.model.workload import PodGroup
 from voltpack.perf.contention import NO_SLOWDOWN, NetworkGang, Slowdowns, comm_duty
 from voltpack.perf.links import PerfModelError
@@ -50,6 +50,10 @@ class TopologyStepModel:
     def commit(self, rank_nodes: IntArray, rank_gpus: IntArray) -> None:
         """Nothing to record: the gang is priced alone."""
         del rank_nodes, rank_gpus
+
+    def link_busy(self) -> tuple[FloatArray, ...] | None:
+        """Unknown: the gang is priced alone."""
+        return None
 
     def parts(self, rank_nodes: IntArray, rank_gpus: IntArray) -> PlacementParts:
         """The placement's local and network hops, uplinks not divided by oversubscription

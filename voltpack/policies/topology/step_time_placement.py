@@ -9,17 +9,24 @@ gangs. Inside a domain the gang takes the fewest children, largest first, the la
 tightest that fits (Kueue's BestFit descent), down to nodes. The score is the predicted step
 time; among candidates within `STEP_TOLERANCE` of the fastest, the first generated wins, i.e.
 the lowest level and the tightest fit.
+
+With the running gangs' traffic known (`DomainTree.link_busy`, from a contention-aware step
+model), equally tight domains are ordered quietest uplink first, both among the candidates
+and inside a domain (among children of equal room), so the scored candidates include the
+placements that share the least with others.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from voltpack.model.domain_tree import DomainTree, NodeCounts
-from voltpack.model.topology import IntArray
+from voltpack.model.topology import FloatArray, IntArray
 
 STEP_TOLERANCE = 0.01
 """Candidates within 1% of the fastest predicted step are taken as equally fast."""
@@ -99,7 +106,10 @@ def _tightest(tree: DomainTree, level: int, members: IntArray, room: IntArray) -
     if members.size == 0:
         return members
     topology = tree.topology
-    keys: list[IntArray] = [room]  # most significant first; the index last, for determinism
+    keys: list[npt.NDArray[Any]] = [room]  # most significant first; the index last
+    busy = _busy(tree, level, members)
+    if busy is not None:  # equally tight: the quieter uplink (or NICs) first
+        keys.append(busy)
     for parent_level in range(min(level, topology.level_count) - 1, -1, -1):
         if level == topology.level_count:
             parent_domain = topology.domain[parent_level, members]
@@ -109,6 +119,15 @@ def _tightest(tree: DomainTree, level: int, members: IntArray, room: IntArray) -
     keys.append(members)
     order = np.lexsort(tuple(reversed(keys)))
     return members[order[:CANDIDATES_PER_LEVEL]]
+
+
+def _busy(tree: DomainTree, level: int, members: IntArray) -> FloatArray | None:
+    """How busy the uplinks of `members` (domains of `level`, or nodes' NICs at the host
+    level) are, rounded to tenths so that near-equal loads tie; None when unknown."""
+    if tree.link_busy is None:
+        return None
+    index = tree.topology.level_count if level >= tree.topology.level_count else level
+    return np.round(tree.link_busy[index][members], 1)
 
 
 def _ancestor(tree: DomainTree, level: int, domains: IntArray, target: int) -> IntArray:
@@ -131,7 +150,8 @@ def _fill(
     room = tree.slots[children] if at_hosts else tree.capacity[level + 1][children]
     useful = room > 0
     children, room = children[useful], room[useful]
-    order = np.lexsort((children, -room))
+    busy = _busy(tree, level + 1 if not at_hosts else topology.level_count, children)
+    order = np.lexsort((children, -room) if busy is None else (children, busy, -room))
     children, room = children[order], room[order]
     cumulative = np.cumsum(room)
     count = int(np.searchsorted(cumulative, need)) + 1
