@@ -65,7 +65,7 @@ HOST = HostLayout(
 )
 SPEC = TopologySpec(
     levels=[
-        TopologyLevel(node_label="core"),
+        TopologyLevel(node_label="core", oversubscription=1.0),
         TopologyLevel(node_label="spine", oversubscription=2.0),
         TopologyLevel(node_label="leaf", oversubscription=2.0),
     ]

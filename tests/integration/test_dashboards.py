@@ -244,7 +244,10 @@ def scheduling_operator() -> Iterator[Operator]:
                 "apiVersion": "voltpack.io/v1alpha1",
                 "kind": "Topology",
                 "metadata": {"name": "hosts"},
-                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname", "name": "host"}]},
+                "spec": {"levels": [
+                    {"nodeLabel": "kubernetes.io/hostname", "name": "host",
+                     "oversubscription": 1.0},
+                ]},
             },
         )  # fmt: skip
         # an InferenceService with the SLO attainment a metrics adapter reports: the cost and

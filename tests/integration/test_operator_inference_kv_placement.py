@@ -36,7 +36,7 @@ TOPOLOGY = {
     "metadata": {"name": "fabric"},
     "spec": {
         "levels": [
-            {"nodeLabel": SPINE, "name": "spine"},
+            {"nodeLabel": SPINE, "name": "spine", "oversubscription": 1},
             {"nodeLabel": LEAF, "name": "leaf", "oversubscription": 8},
         ],
         "defaultHost": {

@@ -315,7 +315,8 @@ def create_workloads(custom: client.CustomObjectsApi) -> None:
     )
     cluster_object("queues", "Queue", "research", {"quotas": [{"gpuModel": "*", "guaranteed": 8}]})
     cluster_object("topologies", "Topology", "fabric", {
-        "levels": [{"nodeLabel": "network.topology.nvidia.com/block", "name": "leaf"}],
+        "levels": [{"nodeLabel": "network.topology.nvidia.com/block", "name": "leaf",
+                    "oversubscription": 1.0}],
     })  # fmt: skip
     cluster_object("powerbudgets", "PowerBudget", "rack-r1", {
         "nodeSelector": {"matchLabels": {RACK_LABEL: "r1"}}, "budgetW": 500,

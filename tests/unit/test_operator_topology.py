@@ -173,7 +173,7 @@ def test_gpunode_layouts_bring_nics_into_the_snapshot_and_bound_pods_use_them() 
 
 
 def test_the_policy_names_the_topology_else_the_first_by_name_and_statuses_say_so() -> None:
-    spec = {"levels": [{"nodeLabel": "leaf"}]}
+    spec = {"levels": [{"nodeLabel": "leaf", "oversubscription": 1.0}]}
     objects = [{"metadata": {"name": n}, "spec": spec} for n in ("b", "a")]
     objects.append({"metadata": {"name": "c"}, "spec": {"levels": []}})
     nodes = [node("n0", {"leaf": "l0"}), node("n1")]
@@ -211,3 +211,23 @@ def test_the_slowdown_gauge_reads_bound_active_pods() -> None:
     done["status"]["phase"] = "Succeeded"
     ratios = step_slowdowns([pod("g-0", written, node="n0"), pod("g-1", written), done])
     assert ratios == {"default/g": pytest.approx(1.2)}
+
+
+def test_a_stored_topology_without_oversubscription_is_not_used_and_its_status_says_why() -> None:
+    """An object the API server kept without the field (stored under an older CRD, whose
+    default was 1.0, or on a server that does not check the schema) is refused, not taken
+    as non-blocking: the operator reports the level and the field, and places with no
+    Topology rather than a silent 1:1 one."""
+    unsaid = {
+        "metadata": {"name": "fabric"},
+        "spec": {"levels": [{"nodeLabel": "spine", "oversubscription": 4}, {"nodeLabel": "leaf"}]},
+    }
+    nodes = [node("n0", {"spine": "s0", "leaf": "l0"})]
+    cycle = topology_cycle([unsaid], [], nodes, TopologyPolicySpec())
+    assert cycle.name is None and cycle.spec is None
+    (condition,) = cycle.statuses["fabric"]["conditions"]
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert condition["message"].startswith(
+        "spec.levels.1: level nodeLabel=leaf: oversubscription is required"
+    )
+    assert cycle.placement(("n0",), nodes, make_placer("voltpack")) is None

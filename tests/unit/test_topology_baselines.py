@@ -20,8 +20,8 @@ from voltpack.policies.topology.kueue import KueueProfile, kueue_best_fit
 BLOCK, RACK, HOST = 0, 1, 2
 SPEC = TopologySpec(
     levels=[
-        TopologyLevel(node_label="example.com/block"),
-        TopologyLevel(node_label="example.com/rack"),
+        TopologyLevel(node_label="example.com/block", oversubscription=1.0),
+        TopologyLevel(node_label="example.com/rack", oversubscription=1.0),
     ]
 )
 

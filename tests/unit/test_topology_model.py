@@ -122,7 +122,7 @@ def test_topology_csv_errors_name_line_and_field(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match=":2: field ASW is empty"):
         read_topology_csv(bad)
     bad.write_text("ip,DSW,ASW\nh1,G1,S1\n")
-    spec = TopologySpec(levels=[TopologyLevel(node_label="PSW")])
+    spec = TopologySpec(levels=[TopologyLevel(node_label="PSW", oversubscription=1.0)])
     with pytest.raises(TraceFormatError, match="nodeLabel 'PSW' is not a column"):
         load_csv_topology(bad, spec)
 

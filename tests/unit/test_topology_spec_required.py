@@ -77,9 +77,20 @@ def test_a_csv_without_a_spec_is_refused_naming_what_is_missing(tmp_path: Path) 
 def test_a_level_without_oversubscription_is_refused(tmp_path: Path) -> None:
     levels = LEVELS.replace("{nodeLabel: PSW, oversubscription: 2.0}", "{nodeLabel: PSW}")
     message = _error(tmp_path, levels + HOST)
-    assert "spec.levels[nodeLabel=PSW].oversubscription is not given" in message
+    assert "spec.levels.1: level nodeLabel=PSW: oversubscription is required" in message
     assert "1.0 = non-blocking" in message
     assert "nodeLabel=DSW" not in message and "nodeLabel=ASW" not in message
+
+
+def test_every_level_without_oversubscription_is_named(tmp_path: Path) -> None:
+    levels = (
+        "levels:\n  - {nodeLabel: DSW}\n  - {nodeLabel: PSW}\n"
+        "  - {nodeLabel: ASW, oversubscription: 2}\n"
+    )
+    message = _error(tmp_path, levels + HOST)
+    assert "2 error(s)" in message
+    assert "spec.levels.0: level nodeLabel=DSW: oversubscription is required" in message
+    assert "spec.levels.1: level nodeLabel=PSW: oversubscription is required" in message
 
 
 def test_a_level_the_csv_lacks_is_refused(tmp_path: Path) -> None:

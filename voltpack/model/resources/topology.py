@@ -11,9 +11,10 @@ agent has not reported one in their `GPUNode`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from voltpack.model.resources.common import Condition, ResourceModel
 
@@ -27,10 +28,26 @@ class TopologyLevel(ResourceModel):
     node_label: str = Field(min_length=1, description="label whose value names the domain")
     name: str | None = Field(default=None, description="display name (default: the label)")
     oversubscription: float = Field(
-        default=1.0,
         ge=1.0,
-        description="downlink over uplink capacity of this level's switches (1 = non-blocking)",
+        description="downlink over uplink capacity of this level's switches (1 = non-blocking); "
+        "required: there is no default, so a fabric is never taken as non-blocking unsaid",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _oversubscription_stated(cls, data: Any) -> Any:
+        """Name the level when its oversubscription is missing (pydantic would say only
+        'Field required')."""
+        if isinstance(data, dict) and "oversubscription" not in data:
+            label = data.get("nodeLabel", data.get("node_label"))
+            raise PydanticCustomError(
+                "oversubscription_missing",
+                "level nodeLabel={label}: oversubscription is required (no default): state "
+                "its switches' downlink over uplink capacity, e.g. 2.0 for 2:1 (1.0 = "
+                "non-blocking)",
+                {"label": label},
+            )
+        return data
 
     @property
     def display_name(self) -> str:

@@ -98,10 +98,14 @@ def read_topology_spec(path: Path) -> TopologySpec:
     try:
         return TopologySpec.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "spec"
+        problems = [
+            f"spec.{'.'.join(str(part) for part in error['loc'])}: {error['msg']}".replace(
+                "spec.: ", "spec: "
+            )
+            for error in exc.errors()
+        ]
         raise TraceFormatError(
-            f"{path}: spec.{where}: {first['msg']} ({exc.error_count()} error(s))"
+            f"{path}: {exc.error_count()} error(s):\n- " + "\n- ".join(problems)
         ) from None
 
 
@@ -112,7 +116,8 @@ EXAMPLE_SPEC = "data/alibaba-lingjun-2023/topology.yaml"
 def spec_gaps(spec: TopologySpec, columns: tuple[str, ...], gpus_per_host: int | None) -> list[str]:
     """What `spec` leaves unstated about a CSV with these level `columns`: one line per gap.
 
-    Each line names the field (as spelled in the YAML) and what to write there.
+    Each line names the field (as spelled in the YAML) and what to write there. A level's
+    `oversubscription` is checked by the model itself (`TopologyLevel`: required, no default).
     """
     gaps: list[str] = []
     named = [level.node_label for level in spec.levels]
@@ -127,12 +132,6 @@ def spec_gaps(spec: TopologySpec, columns: tuple[str, ...], gpus_per_host: int |
             gaps.append(
                 f"spec.levels: CSV column {column!r} is not a level; add "
                 f"{{nodeLabel: {column}, oversubscription: <downlink/uplink, 1.0 = non-blocking>}}"
-            )
-    for level in spec.levels:
-        if "oversubscription" not in level.model_fields_set:
-            gaps.append(
-                f"spec.levels[nodeLabel={level.node_label}].oversubscription is not given; "
-                "state the switches' downlink over uplink capacity (1.0 = non-blocking)"
             )
     host = spec.default_host
     if host is None:
