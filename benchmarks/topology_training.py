@@ -61,10 +61,16 @@ LINGJUN = "alibaba-lingjun-2023"
 def make_policies(topology: ClusterTopology, wanted: list[str]) -> list[PlacementPolicy]:
     """The policies to compare, in the table's order."""
     leaf = topology.levels[-1].node_label
+    block = topology.levels[-2].node_label if topology.level_count > 1 else leaf
     every = {
         "best-fit": PlacementPolicy("best-fit", strategy="best-fit"),
         "fgd": PlacementPolicy("fgd", strategy="fgd"),
-        "kueue": PlacementPolicy("kueue", placer=placers.KUEUE, preferred_level=leaf),
+        "kueue-preferred": PlacementPolicy(
+            "kueue-preferred", placer=placers.KUEUE, preferred_level=leaf
+        ),
+        "kueue-required": PlacementPolicy(
+            "kueue-required", placer=placers.KUEUE, required_level=block, preferred_level=leaf
+        ),
         "kai": PlacementPolicy("kai", placer=placers.KAI, preferred_level=leaf),
         "voltpack": PlacementPolicy("voltpack", placer=placers.StepTimePlacer()),
     }
@@ -122,7 +128,9 @@ def main() -> None:
     parser.add_argument("--save-trace", type=Path, default=None, help="write the trace here")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gpu", default="A100-80GB", help="GPU SKU of every host")
-    parser.add_argument("--policies", default="best-fit,fgd,kueue,kai,voltpack")
+    parser.add_argument(
+        "--policies", default="best-fit,fgd,kueue-preferred,kueue-required,kai,voltpack"
+    )
     parser.add_argument("--processes", type=int, default=1, help="policies run in parallel")
     parser.add_argument(
         "--pod-gpus",

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,3 +275,32 @@ def cycle_driven_operator(url: str, policy_text: str, identity: str) -> Iterator
         stop.set()
         operator.elector.release()
         api.close()
+
+
+@contextmanager
+def emulated_gpu_hosts(names: Iterable[str], gpu_model: str) -> Iterator[RunningEmulator]:
+    """An emulator of 8-GPU hosts named `names` (fast clock, rare bookmarks)."""
+    nodes = [
+        Node.empty(name, cpu_milli=64000, memory_mib=512000, gpu_count=8, gpu_model=gpu_model)
+        for name in names
+    ]
+    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=3600)
+    with running_emulator(nodes=nodes, config=config) as running:
+        yield running
+
+
+def report_host_topology(
+    custom: client.CustomObjectsApi, names: Iterable[str], topology: dict[str, Any]
+) -> None:
+    """A GPUNode per host whose status reports `topology` (NVLink domains, NUMA, NICs)."""
+    for name in names:
+        gpunode = {
+            "apiVersion": "voltpack.io/v1alpha1",
+            "kind": "GPUNode",
+            "metadata": {"name": name},
+            "spec": {"gpus": []},
+        }
+        custom.create_cluster_custom_object("voltpack.io", "v1alpha1", "gpunodes", gpunode)
+        custom.patch_cluster_custom_object_status(
+            "voltpack.io", "v1alpha1", "gpunodes", name, {"status": {"topology": topology}}
+        )

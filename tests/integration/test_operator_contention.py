@@ -15,47 +15,33 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import gpu_job_manifest, wait_for
-from tests.integration.test_operator_topology import bound_pods, metric, running_operator
-from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
-from voltpack.model import Node
+from tests.integration.conftest import (
+    emulated_gpu_hosts,
+    gpu_job_manifest,
+    report_host_topology,
+    wait_for,
+)
+from tests.integration.test_operator_topology import (
+    LEAF,
+    NICS,
+    SPINE,
+    TOPOLOGY,
+    bound_pods,
+    metric,
+    running_operator,
+)
+from voltpack.emulator import RunningEmulator
 from voltpack.operator.kube.conventions import IDEAL_STEP_ANNOTATION, PREDICTED_STEP_ANNOTATION
 from voltpack.operator.kube.crds import install_crds
 
 GROUP, VERSION = "voltpack.io", "v1alpha1"
-SPINE, LEAF = "topology.example.com/spine", "topology.example.com/leaf"
 LEAF_OF = {f"gpu-{i}": f"leaf-{i // 2}" for i in range(6)}
-NICS = [
-    {
-        "name": f"mlx5_{i}",
-        "nicClass": "infiniband",
-        "bandwidthGbps": 200,
-        "gpus": [2 * i, 2 * i + 1],
-    }
-    for i in range(4)
-]
-TOPOLOGY = {
-    "apiVersion": f"{GROUP}/{VERSION}",
-    "kind": "Topology",
-    "metadata": {"name": "fabric"},
-    "spec": {
-        "levels": [
-            {"nodeLabel": SPINE, "name": "spine", "oversubscription": 1},
-            {"nodeLabel": LEAF, "name": "leaf", "oversubscription": 4},
-        ]
-    },
-}
 JOB_TOPOLOGY = {"model": "megatron-18.4b", "tensorParallel": 8}
 
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    nodes = [
-        Node.empty(name, cpu_milli=64000, memory_mib=512000, gpu_count=8, gpu_model="A100-80GB")
-        for name in LEAF_OF
-    ]
-    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=3600)
-    with running_emulator(nodes=nodes, config=config) as running:
+    with emulated_gpu_hosts(LEAF_OF, "A100-80GB") as running:
         yield running
 
 
@@ -68,17 +54,8 @@ def cluster(
     custom.create_cluster_custom_object(GROUP, VERSION, "topologies", TOPOLOGY)
     for name, leaf in LEAF_OF.items():
         core.patch_node(name, {"metadata": {"labels": {SPINE: "spine-1", LEAF: leaf}}})
-        gpunode = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "GPUNode",
-            "metadata": {"name": name},
-            "spec": {"gpus": []},
-        }
-        custom.create_cluster_custom_object(GROUP, VERSION, "gpunodes", gpunode)
-        status = {"topology": {"nvlinkDomains": [list(range(8))], "nics": NICS}}
-        custom.patch_cluster_custom_object_status(
-            GROUP, VERSION, "gpunodes", name, {"status": status}
-        )
+    report_host_topology(custom, LEAF_OF, {"nvlinkDomains": [list(range(8))], "nics": NICS})
+    # the Topology: leaf uplinks 4:1 under one non-blocking spine
 
 
 def step_seconds(pods: list[Any]) -> tuple[float, float]:

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import operator_thread, pod_manifest, wait_for
-from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
-from voltpack.model import Node
+from tests.integration.conftest import emulated_gpu_hosts, operator_thread, pod_manifest, wait_for
+from voltpack.emulator import RunningEmulator
 from voltpack.operator.kube.crds import install_crds
 from voltpack.operator.runner import Operator, OperatorConfig
 from voltpack.policies.schema import policy_for_strategy
@@ -68,12 +67,7 @@ SERVICE = {
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    nodes = [
-        Node.empty(name, cpu_milli=64000, memory_mib=512000, gpu_count=8, gpu_model="H100-SXM")
-        for name in LEAF_OF
-    ]
-    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=3600)
-    with running_emulator(nodes=nodes, config=config) as running:
+    with emulated_gpu_hosts(LEAF_OF, "H100-SXM") as running:
         yield running
 
 

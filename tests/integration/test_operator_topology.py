@@ -16,9 +16,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import gpu_job_manifest, operator_thread, pod_manifest, wait_for
-from voltpack.emulator import EmulatorConfig, RunningEmulator, running_emulator
-from voltpack.model import Node
+from tests.integration.conftest import (
+    emulated_gpu_hosts,
+    gpu_job_manifest,
+    operator_thread,
+    pod_manifest,
+    report_host_topology,
+    wait_for,
+)
+from voltpack.emulator import RunningEmulator
 from voltpack.model.topology_request import KAI_REQUIRED, KUEUE_REQUIRED
 from voltpack.operator.admin.source import KubeAdminSource
 from voltpack.operator.kube.crds import install_crds
@@ -56,12 +62,7 @@ TOPOLOGY = {
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    nodes = [
-        Node.empty(name, cpu_milli=64000, memory_mib=512000, gpu_count=8, gpu_model="A100-80GB")
-        for name in NODE_NAMES
-    ]
-    config = EmulatorConfig(time_factor=0.001, bookmark_interval_s=3600)
-    with running_emulator(nodes=nodes, config=config) as running:
+    with emulated_gpu_hosts(NODE_NAMES, "A100-80GB") as running:
         yield running
 
 
@@ -75,23 +76,12 @@ def cluster(
     custom.create_cluster_custom_object(GROUP, VERSION, "topologies", TOPOLOGY)
     for name in NODE_NAMES:
         core.patch_node(name, {"metadata": {"labels": {SPINE: "spine-1", LEAF: LEAF_OF[name]}}})
-        gpunode = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "GPUNode",
-            "metadata": {"name": name},
-            "spec": {"gpus": []},
-        }
-        custom.create_cluster_custom_object(GROUP, VERSION, "gpunodes", gpunode)
-        status = {
-            "topology": {
-                "nvlinkDomains": [list(range(8))],
-                "numaNodes": [[0, 1, 2, 3], [4, 5, 6, 7]],
-                "nics": NICS,
-            }
-        }
-        custom.patch_cluster_custom_object_status(
-            GROUP, VERSION, "gpunodes", name, {"status": status}
-        )
+    host = {
+        "nvlinkDomains": [list(range(8))],
+        "numaNodes": [[0, 1, 2, 3], [4, 5, 6, 7]],
+        "nics": NICS,
+    }
+    report_host_topology(custom, NODE_NAMES, host)
 
 
 def running_operator(emulator: RunningEmulator, placer: str = "voltpack") -> Any:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.unit.test_topology_training_sim import topology
 from voltpack.model.domain_tree import DomainTree
 from voltpack.model.gpu_sku import default_catalog
-from voltpack.model.resources.topology import HostNicSpec, HostSpec, TopologyLevel, TopologySpec
 from voltpack.model.topology import ClusterTopology
 from voltpack.perf.contention import NO_SLOWDOWN, network_slowdowns
 from voltpack.perf.link_sharing import max_min_fair_rates_gbit_s
@@ -22,34 +22,8 @@ from voltpack.sim.topology_training import PlacementPolicy, SimConfig, simulate
 from voltpack.sim.traces.training_jobs import TrainingJob
 
 SKU = default_catalog().get("A100-80GB")
-LEAF_OVERSUBSCRIPTION = 4.0
-
-
-def topology(leaves: int = 2, hosts_per_leaf: int = 2) -> ClusterTopology:
-    """Two leaves of two 8-GPU hosts with 4 x 200 Gbit/s RoCE NICs, leaf uplinks 4:1."""
-    spec = TopologySpec(
-        levels=[
-            TopologyLevel(node_label="spine", oversubscription=1.0),
-            TopologyLevel(node_label="leaf", oversubscription=LEAF_OVERSUBSCRIPTION),
-        ],
-        nvlink_clique_label=None,
-        default_host=HostSpec(
-            gpus=8,
-            numa_nodes=[[0, 1, 2, 3], [4, 5, 6, 7]],
-            nics=[
-                HostNicSpec(
-                    name=f"mlx5_{i}",
-                    nic_class="roce",
-                    line_rate_gbit_s=200,
-                    gpus=[2 * i, 2 * i + 1],
-                )
-                for i in range(4)
-            ],
-        ),
-    )
-    names = [f"n{leaf}{host}" for leaf in range(leaves) for host in range(hosts_per_leaf)]
-    labels = {name: {"spine": "s0", "leaf": f"l{name[1]}"} for name in names}
-    return ClusterTopology.from_labels(spec, names, labels, gpu_counts=dict.fromkeys(names, 8))
+# `topology(leaves, hosts_per_leaf)`: 8-GPU hosts with 4 x 200 Gbit/s RoCE NICs, leaf uplinks
+# 4:1 under one spine (the simulator tests' cluster)
 
 
 def step_model(
