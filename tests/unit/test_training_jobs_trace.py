@@ -69,9 +69,9 @@ def test_malformed_rows_name_file_line_and_field(
 
 def test_unknown_model_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as caught:
-        load_training_jobs(write(tmp_path, "a,0,8,bert-large,5\n"))
+        load_training_jobs(write(tmp_path, "a,0,8,resnet-50,5\n"))
     message = str(caught.value)
-    assert "jobs.csv:2" in message and "model" in message and "bert-large" in message
+    assert "jobs.csv:2" in message and "model" in message and "resnet-50" in message
     assert "gpt-175b" in message and "megatron-18.4b" in message
 
 
