@@ -21,7 +21,6 @@ Usage (from the benchmarks directory):
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -45,22 +44,6 @@ from voltpack.policies.topology.step_model import PlacedGang, TopologyStepModel
 LEAF_HOSTS = 32
 """Hosts per leaf switch of the published points' fabric (a common 64-port leaf with half
 its ports down); both levels 1:1."""
-
-LONE_GANG_KNOWN_DEVIATIONS: dict[str, float] = {
-    "SC21 Table 1 76.1b on 1024 A100": 6.22e-3,
-    "SC21 Table 1 145.6b on 1536 A100": 5.93e-3,
-    "SC21 Table 1 310.1b on 1920 A100": 1.04e-2,
-    "SC21 Table 1 529.6b on 2520 A100": 1.45e-2,
-    "SC21 Table 1 1t on 3072 A100": 5.59e-3,
-}
-"""Points whose lone-gang step under the contention model differs from the step model's
-(relative, contention / step model - 1), as measured; every other point matches to 1e-9.
-Cause: `network_flows.gang_flows` puts a pipeline stage's sends to the next stage and to the
-previous one on the wire together, each at the kind's full duty, while the step model's
-pipeline time (2 m v sends) already counts the two directions one after the other; a
-middle stage's NIC is then asked for (1 + pipeline duty) x its capacity. With each pipeline
-flow asking half, every deviation is 0 (the `halved_pipeline` column). The test
-(`tests/unit/test_contention_validation.py`) checks these values, so a fix must empty it."""
 
 # Crux, s2.2 and s6.1 (doi 10.1145/3651890.3672239)
 CRUX_GPT_ALONE_S = 1.53
@@ -137,7 +120,10 @@ def point_topology(point: TrainingPoint, leaf_hosts: int = LEAF_HOSTS) -> Cluste
         ],
     )
     spec = TopologySpec(
-        levels=[TopologyLevel(node_label="spine"), TopologyLevel(node_label="leaf")],
+        levels=[
+            TopologyLevel(node_label="spine", oversubscription=1.0),
+            TopologyLevel(node_label="leaf", oversubscription=1.0),
+        ],
         nvlink_clique_label=None,
         default_host=host,
     )
@@ -161,14 +147,6 @@ def lone_slowdowns(topology: ClusterTopology, gang: NetworkGang) -> Slowdowns:
     return slowdowns
 
 
-def halved_pipeline(gang: NetworkGang) -> NetworkGang:
-    """The same gang with each pipeline flow asking half (its two directions alternate)."""
-    flows = gang.flows
-    pipeline = flows.kind == int(GroupKind.PIPELINE)
-    demand = np.where(pipeline, flows.demand_gbit_s / 2.0, flows.demand_gbit_s)
-    return NetworkGang(dataclasses.replace(flows, demand_gbit_s=demand), gang.duty)
-
-
 def published_row(point: TrainingPoint) -> dict[str, Any]:
     """One published point: the step model's prediction and the contention model's."""
     topology = point_topology(point)
@@ -178,7 +156,6 @@ def published_row(point: TrainingPoint) -> dict[str, Any]:
     slowdowns = lone_slowdowns(topology, gang.network)
     old = point.predict()
     contended_s = gang.step_s(slowdowns)
-    halved_s = gang.step_s(lone_slowdowns(topology, halved_pipeline(gang.network)))
     flops = flops_per_step(point.training_model()) / point.gpus / 1e12
     published = point.published_tflops_per_gpu
     return {
@@ -195,8 +172,6 @@ def published_row(point: TrainingPoint) -> dict[str, Any]:
         "relative_step_change": contended_s / old.total_s - 1.0,
         "lone_slowdowns_tensor_pipeline_data": list(slowdowns),
         "duty_tensor_pipeline_data": list(gang.network.duty),
-        "halved_pipeline_relative_step_change": halved_s / old.total_s - 1.0,
-        "known_deviation": point.name in LONE_GANG_KNOWN_DEVIATIONS,
     }
 
 
@@ -222,7 +197,7 @@ def crux_topology(tor_oversubscription: float) -> ClusterTopology:
     )
     spec = TopologySpec(
         levels=[
-            TopologyLevel(node_label="aggregation"),
+            TopologyLevel(node_label="aggregation", oversubscription=1.0),
             TopologyLevel(node_label="tor", oversubscription=tor_oversubscription),
         ],
         nvlink_clique_label=None,
@@ -325,8 +300,8 @@ def markdown(
         "this gang, then `PlacedGang.step_s`. TFLOPS per GPU as the source counts them.",
         "",
         "| point | TP/PP/DP | published | old | error % | contention | error % | step change "
-        "| lone slowdown (T/P/D) | pipeline halved |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| lone slowdown (T/P/D) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
         tp, pp, dp = row["tp_pp_dp"]
@@ -335,8 +310,7 @@ def markdown(
             f"| {row['point']} | {tp}/{pp}/{dp} | {row['published_tflops_per_gpu']:.0f} | "
             f"{row['old_tflops_per_gpu']:.1f} | {row['old_error_percent']:+.1f} | "
             f"{row['contention_tflops_per_gpu']:.1f} | {row['contention_error_percent']:+.1f} | "
-            f"{row['relative_step_change']:+.2e} | {slow} | "
-            f"{row['halved_pipeline_relative_step_change']:+.1e} |"
+            f"{row['relative_step_change']:+.2e} | {slow} |"
         )
     lines += [
         "",
@@ -345,18 +319,12 @@ def markdown(
         f"Holmes {_max_abs(rows, 'Holmes', 'old_error_percent'):.1f} % old, "
         f"{_max_abs(rows, 'Holmes', 'contention_error_percent'):.1f} % with it.",
         "",
-        "The points without pipeline parallelism, 39.1B (two stages) and Holmes match to the "
-        "last digit. The five points with three or more pipeline stages (76.1B and up) do not: "
-        "a lone gang slows itself by 0.6-1.5 %. Cause (in `network_flows.gang_flows`, not "
-        "changed here): a pipeline stage's flows to the next stage and to the previous one are "
-        "both on the wire for the whole pipeline duty, while the step model's pipeline time (2 "
-        "m v sends) already counts the two directions one after the other. A middle stage's NIC"
-        " is asked for (1 + pipeline duty) x its capacity: e.g. 76.1B (TP 8, PP 4, DP 32), each"
-        " host sends 1,600 Gbit/s x 0.837 of data-parallel traffic plus 2 x 1,600 x 0.163 of "
-        "pipeline traffic through 1,600 Gbit/s of NICs, so its data-parallel hops run 1.241x "
-        "slower alone. 'pipeline halved' is the same gang with each pipeline flow asking half: "
-        "every point then matches. The errors move by at most 1.5 points and stay inside the "
-        "goals.",
+        "Every point matches the step model alone (step change 0): a lone gang on a "
+        "non-blocking fabric never slows itself. (A first version put a pipeline stage's sends "
+        "to the next and the previous stage on the wire at once, while the step model counts "
+        "them one after the other; the five points with three or more stages then slowed "
+        "themselves by 0.6-1.5 %. A pipeline hop now asks half its NIC share: the two "
+        "directions take turns.)",
         "",
         "## 2. Crux's co-location slowdown (SIGCOMM'24, s2.2)",
         "",
@@ -448,7 +416,6 @@ def main() -> None:
             "holmes_old": _max_abs(rows, "Holmes", "old_error_percent"),
             "holmes_contention": _max_abs(rows, "Holmes", "contention_error_percent"),
         },
-        "lone_gang_known_deviations": LONE_GANG_KNOWN_DEVIATIONS,
         "crux": {
             "source": CRUX_SOURCE,
             "published": {

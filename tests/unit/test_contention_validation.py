@@ -22,19 +22,7 @@ def test_a_lone_gang_on_a_non_blocking_fabric_is_priced_as_the_step_model_prices
     point: validation.TrainingPoint,
 ) -> None:
     row = validation.published_row(point)
-    known = validation.LONE_GANG_KNOWN_DEVIATIONS.get(point.name)
-    if known is None:
-        assert row["contention_step_s"] == pytest.approx(row["old_step_s"], rel=1e-9)
-    else:
-        # a recorded deviation (see LONE_GANG_KNOWN_DEVIATIONS): a change to the flow model
-        # that moves it, including the fix, must update the record
-        assert row["relative_step_change"] == pytest.approx(known, abs=5e-5)
-        assert row["halved_pipeline_relative_step_change"] == pytest.approx(0.0, abs=1e-9)
-
-
-def test_the_recorded_deviations_name_published_points() -> None:
-    names = {point.name for point in POINTS}
-    assert set(validation.LONE_GANG_KNOWN_DEVIATIONS) <= names
+    assert row["contention_step_s"] == pytest.approx(row["old_step_s"], rel=1e-9)
 
 
 def test_the_published_errors_stay_inside_the_step_models_bounds() -> None:

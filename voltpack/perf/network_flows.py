@@ -17,8 +17,11 @@ A gang's flows (`gang_flows`) are the hops between nodes of its rings, in Megatr
 (`voltpack.perf.placement_links`): tensor and data groups are rings (wrap included),
 pipeline stages send to the next stage and back (no wrap). A hop of a group with k ranks on
 its node uses k GPUs' share of the node's NICs (NCCL runs a ring per NIC), so it asks for
-k x (NIC capacity / GPUs) of line rate; hops of one kind between the same two nodes are one
-flow with that many rings as its weight (weighted max-min counts it as that many flows).
+k x (NIC capacity / GPUs) of line rate; a pipeline hop asks half that, since a stage sends
+activations forward and gradients back in turns, not at once (the step model counts the two
+one after the other, so a lone gang's stages never compete with themselves); hops of one kind
+between the same two nodes are one flow with that many rings as its weight (weighted max-min
+counts it as that many flows).
 
 Line rate, not effective rate: sharing is computed on the wire, and the slowdown it gives
 (asked / granted) multiplies the effective speed the step model already prices
@@ -190,6 +193,8 @@ def gang_flows(
             continue
         src, dst, k = a[crosses], b[crosses], ranks[crosses].astype(np.float64)
         per_gpu = np.minimum(fabric.nic_gbit_s_per_gpu[src], fabric.nic_gbit_s_per_gpu[dst])
+        if kind is GroupKind.PIPELINE:
+            per_gpu = per_gpu / 2.0  # forward and backward sends take turns
         kinds.append(np.full(src.size, int(kind), dtype=np.int64))
         sources.append(src)
         targets.append(dst)
