@@ -9,6 +9,7 @@ import pytest
 from tests.unit.test_topology_training_sim import topology
 from voltpack.model.domain_tree import DomainTree
 from voltpack.model.gpu_sku import default_catalog
+from voltpack.model.resources.topology import TopologySpec
 from voltpack.model.topology import ClusterTopology
 from voltpack.perf.contention import NO_SLOWDOWN, network_slowdowns
 from voltpack.perf.link_sharing import max_min_fair_rates_gbit_s
@@ -47,9 +48,10 @@ def test_the_fabric_has_nics_and_uplinks_at_their_oversubscribed_capacity() -> N
     assert fabric.capacity_gbit_s[fabric.nic_out].tolist() == [nic] * 4
     assert fabric.capacity_gbit_s[fabric.nic_in].tolist() == [nic] * 4
     leaf = 1  # the deepest level; two hosts under each leaf
-    assert fabric.capacity_gbit_s[fabric.up[leaf]].tolist() == [2 * nic / 4.0] * 2
+    assert fabric.ports[leaf].tolist() == [1, 1]  # no ECMP stated: one aggregate uplink
+    assert fabric.capacity_gbit_s[fabric.up[leaf][:, 0]].tolist() == [2 * nic / 4.0] * 2
     spine = 0  # above the 4:1 leaves: the spine's own 1:1 times the leaves' 4:1
-    assert fabric.capacity_gbit_s[fabric.up[spine]].tolist() == [4 * nic / 4.0]
+    assert fabric.capacity_gbit_s[fabric.up[spine][:, 0]].tolist() == [4 * nic / 4.0]
     assert fabric.nic_gbit_s_per_gpu.tolist() == [100.0] * 4
 
 
@@ -59,10 +61,10 @@ def test_a_gang_inside_one_leaf_crosses_only_nics_and_one_across_leaves_climbs()
     parallelism = default_parallelism(default_training_models().get("megatron-18.4b"), 16)
     inside = gang_flows(topo, *ranks(0, 1), parallelism)
     across = gang_flows(topo, *ranks(0, 2), parallelism)
-    uplinks = set(np.concatenate(fabric.up + fabric.down).tolist())
+    uplinks = {int(i) for ids in fabric.up + fabric.down for i in ids.reshape(-1) if i >= 0}
     assert inside.count > 0 and across.count > 0
     assert not set(inside.paths[inside.paths >= 0].tolist()) & uplinks
-    assert set(across.paths[across.paths >= 0].tolist()) & set(fabric.up[1].tolist())
+    assert set(across.paths[across.paths >= 0].tolist()) & set(fabric.up[1].reshape(-1).tolist())
     # tensor groups stay on NVLink: only data-parallel flows, one per direction between the
     # two nodes, each aggregating the 8 rings (one per tensor rank) at 100 Gbit/s each
     assert set(across.kind.tolist()) == {int(GroupKind.DATA)}
@@ -178,3 +180,50 @@ def test_running_gangs_report_how_busy_each_uplink_is() -> None:
     assert leaf[0] > 0 and leaf[1] > 0 and leaf[2] == 0.0
     assert nics[[0, 1, 2]].min() > 0 and nics[[3, 4, 5]].max() == 0.0
     assert spine.tolist() == [0.0]  # one spine: nothing climbs above it
+
+
+def hashed_topology(leaves: int = 2, hosts_per_leaf: int = 2) -> ClusterTopology:
+    """`topology()`'s cluster with its leaves non-blocking but hashing flows over 200 Gbit/s
+    uplink ports (ECMP)."""
+    plain = topology(leaves, hosts_per_leaf)
+    levels = [
+        plain.levels[0],
+        plain.levels[1].model_copy(update={"oversubscription": 1.0, "ecmp_port_gbit_s": 200.0}),
+    ]
+    spec = TopologySpec(levels=levels, nvlink_clique_label=None)
+    labels = {
+        name: {"spine": "s0", "leaf": plain.domain_label(1, int(plain.domain[1, row]))}
+        for row, name in enumerate(plain.node_names)
+    }
+    return ClusterTopology.from_labels(
+        spec, plain.node_names, labels, hosts=dict(zip(plain.node_names, plain.hosts, strict=True))
+    )
+
+
+def test_a_hashing_level_splits_its_uplinks_into_ports_and_hops_into_port_sized_parts() -> None:
+    topo = hashed_topology()
+    fabric = fabric_links(topo)
+    # two hosts of 800 Gbit/s under a 1:1 leaf: 1,600 Gbit/s of uplink as 8 ports of 200
+    assert fabric.ports[1].tolist() == [8, 8]
+    assert fabric.capacity_gbit_s[fabric.up[1][0]].tolist() == [200.0] * 8
+    assert fabric.ports[0].tolist() == [1]  # the spine does not hash
+    parallelism = default_parallelism(default_training_models().get("gpt-13b"), 16)
+    flows = gang_flows(topo, *ranks(0, 2), parallelism)
+    # every part asks at most one port's worth, and the parts add up to the hops' asks
+    assert flows.demand_gbit_s.max() <= 200.0 * flows.weight.max()
+    assert (flows.demand_gbit_s / flows.weight).max() <= 200.0
+    unhashed = gang_flows(topology(), *ranks(0, 2), parallelism)
+    assert flows.demand_gbit_s.sum() == pytest.approx(unhashed.demand_gbit_s.sum())
+
+
+def test_hashed_flows_can_collide_where_a_balanced_uplink_of_the_same_capacity_does_not() -> None:
+    data = int(GroupKind.DATA)
+    worst = {}
+    for name, topo in (("balanced", topology(2, 4)), ("hashed", hashed_topology(2, 4))):
+        model = step_model(topo, gpus=16)
+        gangs = [model.placed(*ranks(a, b)).network for a, b in ((0, 4), (1, 5), (2, 6), (3, 7))]
+        worst[name] = max(s[data] for s in network_slowdowns(fabric_links(topo), gangs))
+    # balanced at 4:1, the four gangs' 3,200 Gbit/s through 800: exactly 4x; hashed at 1:1
+    # (3,200 through 3,200 of ports) some port still carries more than its share
+    assert worst["balanced"] == pytest.approx(4.0)
+    assert worst["hashed"] > 1.0

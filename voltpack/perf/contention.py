@@ -32,7 +32,7 @@ import numpy as np
 
 from voltpack.model.topology import ClusterTopology, FloatArray
 from voltpack.perf.link_sharing import progressive_filling
-from voltpack.perf.network_flows import FabricLinks, GangFlows, fabric_links
+from voltpack.perf.network_flows import FabricLinks, GangFlows, IntArray, fabric_links
 from voltpack.perf.step_time import StepTime
 
 Slowdowns = tuple[float, float, float]
@@ -145,11 +145,20 @@ class RunningNetwork:
             asks = np.repeat(ask, flows.paths.shape[1])
             used = links >= 0
             load += np.bincount(links[used], weights=asks[used], minlength=fabric.link_count)
-        share = load / np.maximum(fabric.capacity_gbit_s, 1e-9)
+        capacity = fabric.capacity_gbit_s
+
+        def domain_share(ports: IntArray) -> FloatArray:
+            """A domain's load over its capacity, summed over its ports (-1: none)."""
+            used = ports >= 0
+            asked = np.where(used, load[np.maximum(ports, 0)], 0.0).sum(axis=1)
+            room = np.where(used, capacity[np.maximum(ports, 0)], 0.0).sum(axis=1)
+            return np.asarray(asked / np.maximum(room, 1e-9), dtype=np.float64)
+
         levels = tuple(
-            np.maximum(share[up], share[down])
+            np.maximum(domain_share(up), domain_share(down))
             for up, down in zip(fabric.up, fabric.down, strict=True)
         )
+        share = load / np.maximum(capacity, 1e-9)
         return (*levels, np.maximum(share[fabric.nic_out], share[fabric.nic_in]))
 
     def slowdowns(

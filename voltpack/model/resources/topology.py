@@ -32,6 +32,13 @@ class TopologyLevel(ResourceModel):
         description="downlink over uplink capacity of this level's switches (1 = non-blocking); "
         "required: there is no default, so a fabric is never taken as non-blocking unsaid",
     )
+    ecmp_port_gbit_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="line rate (Gbit/s) of one uplink port when this level's switches spread "
+        "flows over their equal-cost uplinks by hashing (ECMP, e.g. RoCE fabrics): flows may "
+        "collide on a port; unset: the uplinks are balanced (adaptive routing, InfiniBand)",
+    )
 
     @model_validator(mode="before")
     @classmethod
