@@ -10,6 +10,11 @@ NSDI'24 (arXiv 2403.07648; here ACME), and the trace release github.com/InternLM
   published aggregates it must reproduce (given next to it);
 - **[solved]** computed so that the generator's expected GPU-time share equals a published one.
 
+The paper's full text was not reachable when these tables were written: its numbers below
+are the ones voltpack issue 32 quotes from it, and section/table pointers are to where the
+paper reports them (not re-checked against the PDF). TRACE's summary file was read directly.
+Nothing here is read off a plot.
+
 Published facts the tables are built on:
 
 - pretraining is 0.9 % (Seren) and 3.2 % (Kalos) of GPU jobs but 69.5 % and 94.0 % of GPU
@@ -24,8 +29,9 @@ Published facts the tables are built on:
   avg_gpu_num, med_gpu_num, avg_run_time_gpu, med_run_time_gpu, max_gpu];
 - longest GPU job: Kalos 625,740 s (7.2 days), Seren 1,209,604 s (14 days) [published, TRACE
   cluster_summary.csv max_run_time_gpu];
-- Seren 2,288 and Kalos 2,416 A100-80GB GPUs, 8 per node (4,704 in all) [published, ACME
-  Table 1 / TRACE README].
+- Seren 2,288 and Kalos 2,416 A100-80GB GPUs, 8 per node [ACME's cluster table, as
+  recalled; the total of 4,704 A100s matches third-party summaries of TRACE] (informational
+  only: the generator takes the cluster size as an argument).
 
 The per-type GPU-count tables are [assumed] (powers of two, whole 8-GPU hosts above 8 GPUs,
 as Acme's jobs are), chosen so that the mean GPUs per job lands near TRACE's means and the
@@ -91,7 +97,7 @@ PUBLISHED_KALOS_256_PLUS_GPU_TIME_SHARE: Final = 0.96
 PUBLISHED_MEAN_GPUS: Final[dict[Cluster, float]] = {"seren": 5.68, "kalos": 26.77}
 """[published] TRACE cluster_summary.csv avg_gpu_num."""
 CLUSTER_GPUS: Final[dict[Cluster, int]] = {"seren": 2288, "kalos": 2416}
-"""[published] ACME Table 1."""
+"""ACME's cluster sizes (as recalled, see the module docstring); informational."""
 
 ACME_STATS: Final[dict[Cluster, dict[str, JobTypeStats]]] = {
     "kalos": {
