@@ -33,8 +33,34 @@ Clusters Using Megatron-LM" (SC'21, here SC21):
   with the backward pass of the last micro-batch (PyTorch DDP buckets, Megatron's
   `--overlap-grad-reduce`) is predicted with `overlap_data_parallel=True`.
 
+- **ZeRO-3 / FSDP** (`sharding: zero3`). Parameters, gradients and optimizer state are
+  sharded over the data-parallel group (Rajbhandari et al., "ZeRO: Memory Optimizations
+  Toward Training Trillion Parameter Models", SC'20, here ZeRO). Per micro-batch each GPU
+  all-gathers the parameters of its tensor/pipeline slice before the forward pass, again
+  before the backward pass (they are freed after use), and reduce-scatters the gradients:
+  3 x (d-1)/d x bytes, i.e. 1.5x the volume of a ring all-reduce of the same gradients (ZeRO
+  sec. 7.2.2, "ZeRO-DP ... Pos+g+p ... 1.5x"). Every micro-batch repeats it (parameters are
+  re-gathered for each micro-batch, and DeepSpeed's stage 3 reduce-scatters each
+  micro-batch's gradients into the owner's partition). The collectives are prefetched layer
+  by layer (DeepSpeed's prefetch bucket, FSDP's forward/backward prefetch), so they overlap
+  the compute of the neighbouring layers: the exposed time is what exceeds the compute time,
+  and at least one layer's share (the first gather of each pass, which nothing hides). All of
+  it runs on the data group's link (`links.data`), so a slower or shared data link lengthens
+  it.
+- **Mixture of experts** (`experts` > 1). FLOPs count the `top_k` experts a token uses; the
+  weights (and gradients) count all experts. Expert parallelism of degree `expert_parallel`
+  is laid over the data-parallel ranks (Megatron-Core's layout), so its traffic uses
+  `links.data`: per MoE layer and micro-batch, two all-to-alls in the forward pass (dispatch
+  and combine) and two in the backward (two more when activations are recomputed), each of
+  b·s/t tokens x h x top_k x 2 bytes per GPU (b·s/t: the tokens one GPU holds with sequence
+  parallelism), (e-1)/e of it leaving the GPU. They are on the critical path (Megatron's
+  default dispatcher does not overlap them) and count in the pipeline stage time. Gradients
+  of the replicated weights are all-reduced over the data group; those of the experts over
+  the d/e ranks that hold the same experts.
+
 Not modelled: the optimizer step, data loading, the embedding's all-reduce between first and
-last pipeline stage, stage imbalance from the embedding and logit layers, ZeRO/FSDP sharding.
+last pipeline stage, stage imbalance from the embedding and logit layers, MoE load imbalance
+and token dropping, ZeRO stages 1-2 (they move the same bytes as the all-reduce).
 
 Constants (sources):
 
@@ -70,12 +96,14 @@ __all__ = [
     "Parallelism",
     "PerfModelError",
     "StepTime",
+    "all_to_all_s",
     "bubble_fraction",
     "flops_per_step",
     "ideal_links",
     "micro_batches_per_pipeline",
     "peak_tflops",
     "predict_step_time",
+    "ring_all_gather_s",
     "ring_all_reduce_s",
 ]
 
@@ -94,6 +122,9 @@ MEMORY_EFFICIENCY: Final = 0.80
 ELEMENTWISE_TRAFFIC_FACTOR: Final = 2.0
 ACTIVATION_BYTES: Final = 2
 GRADIENT_BYTES: Final = 2
+ZERO3_COLLECTIVES_PER_MICRO_BATCH: Final = 3
+"""ZeRO-3: all-gather (forward), all-gather (backward), reduce-scatter (gradients); each moves
+(d-1)/d of the slice, together 1.5x a ring all-reduce (ZeRO sec. 7.2.2)."""
 REPLICATED_ACTIVATION_BYTES_PER_H: Final = 10.0
 """Korthikanti et al. eq. 2: per token and layer, 10·h bytes not split by tensor parallelism
 (layer-norm inputs, dropout masks and outputs around attention and MLP) ..."""
@@ -121,9 +152,18 @@ class StepTime:
     pipeline_comm_s: float
     bubble_s: float
     data_comm_s: float
+    """Exposed communication on the data group's link: the gradient all-reduce, or ZeRO-3's
+    gathers and reduce-scatters, plus MoE all-to-alls."""
     total_s: float
     achieved_tflops_per_gpu: float
     """FLOPs per step as SC21 counts them (recomputation included) / total_s / GPUs."""
+    zero3_comm_s: float = 0.0
+    """The ZeRO-3 part of `data_comm_s` (exposed)."""
+    expert_comm_s: float = 0.0
+    """The MoE all-to-all part of `data_comm_s`."""
+    data_bytes_per_gpu: float = 0.0
+    """Bytes each GPU sends over the data group's link per step (all of it, hidden or not):
+    what a flow-level network model needs as the job's demand on that link."""
 
     @property
     def communication_s(self) -> float:
@@ -148,6 +188,26 @@ def ring_all_reduce_s(size_bytes: float, ranks: int, link: LinkSpeed) -> float:
     return transfer_s + steps * link.latency_s
 
 
+def ring_all_gather_s(size_bytes: float, ranks: int, link: LinkSpeed) -> float:
+    """Ring all-gather (or reduce-scatter) of a buffer of `size_bytes` in full, each of
+    `ranks` holding 1/n of it: (n-1)/n · bytes/bw + (n-1) · latency (half a ring all-reduce)."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    steps = ranks - 1
+    transfer_s = steps / ranks * size_bytes / (link.bandwidth_gbyte_s * 1e9)
+    return transfer_s + steps * link.latency_s
+
+
+def all_to_all_s(size_bytes: float, ranks: int, link: LinkSpeed) -> float:
+    """All-to-all of `size_bytes` per GPU over `ranks`: (n-1)/n of it leaves the GPU, in n-1
+    messages (pairwise exchange): (n-1)/n · bytes/bw + (n-1) · latency."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    steps = ranks - 1
+    transfer_s = steps / ranks * size_bytes / (link.bandwidth_gbyte_s * 1e9)
+    return transfer_s + steps * link.latency_s
+
+
 def bubble_fraction(pipeline: int, micro_batches: float, virtual_stages: int = 1) -> float:
     """Pipeline bubble as a share of the ideal pipeline time: (p - 1) / (v · m)."""
     if pipeline < 1 or micro_batches <= 0 or virtual_stages < 1:
@@ -160,10 +220,11 @@ def _forward_passes(model: TrainingModel) -> int:
 
 
 def flops_per_step(model: TrainingModel) -> float:
-    """Matrix-multiply FLOPs of one step, SC21 eq. (3) (recomputation counted)."""
+    """Matrix-multiply FLOPs of one step, SC21 eq. (3) (recomputation counted; a MoE model
+    counts the `top_k` experts each token uses)."""
     tokens = model.global_batch_size * model.sequence_length
     h = model.hidden_size
-    layer_forward = 2 * model.layer_parameters + 4 * model.sequence_length * h
+    layer_forward = 2 * model.active_layer_parameters + 4 * model.sequence_length * h
     logits_forward = 2 * h * model.vocab_size
     return float(
         tokens * (model.layers * layer_forward * _forward_passes(model) + 3 * logits_forward)
@@ -232,6 +293,11 @@ def _check_fits(model: TrainingModel, parallelism: Parallelism) -> None:
             f"{model.name}: tensor ({parallelism.tensor}) exceeds attention_heads "
             f"({model.attention_heads})"
         )
+    if parallelism.data % model.expert_parallel:
+        raise PerfModelError(
+            f"{model.name}: data ({parallelism.data}) must be a multiple of expert_parallel "
+            f"({model.expert_parallel})"
+        )
 
 
 def predict_step_time(
@@ -247,38 +313,41 @@ def predict_step_time(
     backward pass (Megatron's `--overlap-grad-reduce`); by default it is exposed in full.
     """
     _check_fits(model, parallelism)
-    t, p, d, v = (
-        parallelism.tensor,
-        parallelism.pipeline,
-        parallelism.data,
-        parallelism.virtual_stages,
-    )
+    t, p, v = parallelism.tensor, parallelism.pipeline, parallelism.virtual_stages
     m = micro_batches_per_pipeline(model, parallelism)
     compute_s = _compute_s(model, parallelism, sku)
 
     activation_bytes = (
         model.micro_batch_size * model.sequence_length * model.hidden_size * ACTIVATION_BYTES
     )
-    all_reduces_per_layer = 6 if model.activation_recompute else 4
+    collectives_per_layer = 6 if model.activation_recompute else 4
+    layers_per_stage = model.layers / p
     tensor_comm_s = (
-        (model.layers / p)
+        layers_per_stage
         * m
-        * all_reduces_per_layer
+        * collectives_per_layer
         * ring_all_reduce_s(activation_bytes, t, links.tensor)
     )
+
+    expert_comm_s, expert_bytes = _expert_all_to_all(model, parallelism, links.data, m)
 
     pipeline_comm_s = 0.0
     bubble_s = 0.0
     if p > 1:
         send_s = activation_bytes / t / (links.pipeline.bandwidth_gbyte_s * 1e9)
         pipeline_comm_s = 2 * m * v * (send_s + links.pipeline.latency_s)
-        bubble_s = bubble_fraction(p, m, v) * (compute_s + tensor_comm_s)
+        bubble_s = bubble_fraction(p, m, v) * (compute_s + tensor_comm_s + expert_comm_s)
 
-    gradient_bytes = model.parameter_count / (t * p) * GRADIENT_BYTES
-    all_reduce_s = ring_all_reduce_s(gradient_bytes, d, links.data)
-    backward_share = (_forward_passes(model) - 1) / _forward_passes(model)
-    overlap_window_s = compute_s / m * backward_share if overlap_data_parallel else 0.0
-    data_comm_s = max(0.0, all_reduce_s - overlap_window_s)
+    zero3_comm_s = 0.0
+    if model.sharding == "zero3":
+        zero3_comm_s, sync_bytes = _zero3_sync(model, parallelism, links.data, m, compute_s)
+        sync_comm_s = zero3_comm_s
+    else:
+        all_reduce_s, sync_bytes = _gradient_all_reduce(model, parallelism, links.data)
+        backward_share = (_forward_passes(model) - 1) / _forward_passes(model)
+        overlap_window_s = compute_s / m * backward_share if overlap_data_parallel else 0.0
+        sync_comm_s = max(0.0, all_reduce_s - overlap_window_s)
+    data_comm_s = sync_comm_s + expert_comm_s
 
     total_s = compute_s + tensor_comm_s + pipeline_comm_s + bubble_s + data_comm_s
     achieved = flops_per_step(model) / total_s / parallelism.world_size / 1e12
@@ -290,7 +359,71 @@ def predict_step_time(
         data_comm_s=data_comm_s,
         total_s=total_s,
         achieved_tflops_per_gpu=achieved,
+        zero3_comm_s=zero3_comm_s,
+        expert_comm_s=expert_comm_s,
+        data_bytes_per_gpu=sync_bytes + expert_bytes,
     )
+
+
+def _gradient_all_reduce(
+    model: TrainingModel, parallelism: Parallelism, link: LinkSpeed
+) -> tuple[float, float]:
+    """(seconds, bytes sent per GPU) of the step's gradient all-reduce: the replicated weights
+    over the data group, a MoE model's experts over the d / expert_parallel ranks that hold
+    the same experts."""
+    t, p, d = parallelism.tensor, parallelism.pipeline, parallelism.data
+    ep = model.expert_parallel
+    replicated = model.layers * model.dense_layer_parameters + model.vocab_size * model.hidden_size
+    replicated_bytes = replicated / (t * p) * GRADIENT_BYTES
+    seconds = ring_all_reduce_s(replicated_bytes, d, link)
+    sent = 2 * (d - 1) / d * replicated_bytes
+    if model.is_moe:
+        expert_bytes = (
+            model.layers * model.experts * model.expert_parameters / (t * p * ep) * GRADIENT_BYTES
+        )
+        groups = max(1, d // ep)
+        seconds += ring_all_reduce_s(expert_bytes, groups, link)
+        sent += 2 * (groups - 1) / groups * expert_bytes
+    return seconds, sent
+
+
+def _zero3_sync(
+    model: TrainingModel,
+    parallelism: Parallelism,
+    link: LinkSpeed,
+    micro_batches: float,
+    compute_s: float,
+) -> tuple[float, float]:
+    """(exposed seconds, bytes sent per GPU) of ZeRO-3's per-step collectives (module
+    docstring): per micro-batch two all-gathers of the parameters and one reduce-scatter of
+    the gradients over the data group, hidden behind compute except one layer's share."""
+    t, p, d = parallelism.tensor, parallelism.pipeline, parallelism.data
+    if d <= 1:
+        return 0.0, 0.0
+    slice_bytes = model.parameter_count / (t * p) * GRADIENT_BYTES
+    collective_s = ring_all_gather_s(slice_bytes, d, link)
+    total_s = micro_batches * ZERO3_COLLECTIVES_PER_MICRO_BATCH * collective_s
+    unhidden_s = total_s / (model.layers / p)
+    exposed_s = max(unhidden_s, total_s - compute_s)
+    sent = micro_batches * ZERO3_COLLECTIVES_PER_MICRO_BATCH * (d - 1) / d * slice_bytes
+    return exposed_s, sent
+
+
+def _expert_all_to_all(
+    model: TrainingModel, parallelism: Parallelism, link: LinkSpeed, micro_batches: float
+) -> tuple[float, float]:
+    """(seconds, bytes sent per GPU) of a MoE model's token all-to-alls in one step."""
+    ep = model.expert_parallel
+    if not model.is_moe or ep <= 1:
+        return 0.0, 0.0
+    t, p = parallelism.tensor, parallelism.pipeline
+    tokens = model.micro_batch_size * model.sequence_length / t
+    size_bytes = tokens * model.hidden_size * model.top_k * ACTIVATION_BYTES
+    per_micro_batch = (model.layers / p) * (6 if model.activation_recompute else 4)
+    count = micro_batches * per_micro_batch
+    seconds = count * all_to_all_s(size_bytes, ep, link)
+    sent = count * (ep - 1) / ep * size_bytes
+    return seconds, sent
 
 
 def _group_link(

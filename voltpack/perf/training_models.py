@@ -25,6 +25,7 @@ __all__ = [
     "TrainingModelCatalog",
     "default_parallelism",
     "default_training_models",
+    "model_parallel_gpus",
 ]
 
 
@@ -87,6 +88,17 @@ class TrainingModel(BaseModel):
     fused_attention: bool = False
     """Flash-style attention: scores and softmax never written to memory."""
     parallelism: ParallelismRule
+    sharding: Literal["none", "zero3"] = "none"
+    """Data-parallel sharding: "none" replicates the weights on every data-parallel rank (one
+    gradient all-reduce per step); "zero3" shards parameters, gradients and optimizer state
+    over the data-parallel group (ZeRO stage 3 / FSDP full sharding), see `step_time`."""
+    experts: int = Field(default=1, ge=1)
+    """MLP experts per layer (mixture of experts); 1 = a dense model."""
+    top_k: int = Field(default=1, ge=1)
+    """Experts each token is routed to (MoE models)."""
+    expert_parallel: int = Field(default=1, ge=1)
+    """Expert-parallel degree: the experts are split over this many data-parallel ranks (laid
+    over the data-parallel group, as Megatron-Core does), so data must be a multiple of it."""
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -112,7 +124,23 @@ class TrainingModel(BaseModel):
                 f"({self.parallelism.pipeline} x {self.parallelism.virtual_stages}) must "
                 f"divide layers ({self.layers})"
             )
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.experts % self.expert_parallel:
+            raise ValueError(
+                f"expert_parallel ({self.expert_parallel}) must divide experts ({self.experts})"
+            )
+        if self.sharding == "zero3" and self.experts > 1:
+            raise ValueError(
+                "sharding zero3 with experts > 1 is not modelled; use sharding: none for MoE "
+                "models (Megatron-style expert parallelism)"
+            )
         return self
+
+    @property
+    def is_moe(self) -> bool:
+        """True for a mixture-of-experts model (more than one expert per layer)."""
+        return self.experts > 1
 
     @property
     def ffn_size(self) -> int:
@@ -131,11 +159,39 @@ class TrainingModel(BaseModel):
         return 3 if self.gated_mlp else 2
 
     @property
-    def layer_parameters(self) -> int:
-        """Weights of one transformer layer (projections and MLP; norms and biases ignored)."""
+    def attention_parameters(self) -> int:
+        """Weights of one layer's attention projections (Q, K, V, output)."""
         h = self.hidden_size
-        attention = 2 * h * h + 2 * h * self.kv_size
-        return attention + self.mlp_matrices * h * self.ffn_size
+        return 2 * h * h + 2 * h * self.kv_size
+
+    @property
+    def expert_parameters(self) -> int:
+        """Weights of one MLP (one expert of a MoE layer)."""
+        return self.mlp_matrices * self.hidden_size * self.ffn_size
+
+    @property
+    def dense_layer_parameters(self) -> int:
+        """Weights of one layer replicated over the whole data-parallel group: attention, plus
+        the MLP of a dense model or the router (hidden x experts) of a MoE model."""
+        if self.is_moe:
+            return self.attention_parameters + self.hidden_size * self.experts
+        return self.attention_parameters + self.expert_parameters
+
+    @property
+    def layer_parameters(self) -> int:
+        """Weights of one transformer layer (projections, MLP or all experts and the router;
+        norms and biases ignored)."""
+        if self.is_moe:
+            return self.dense_layer_parameters + self.experts * self.expert_parameters
+        return self.dense_layer_parameters
+
+    @property
+    def active_layer_parameters(self) -> int:
+        """Weights one token multiplies in one layer: attention and `top_k` experts (the whole
+        layer of a dense model)."""
+        if self.is_moe:
+            return self.dense_layer_parameters + self.top_k * self.expert_parameters
+        return self.layer_parameters
 
     @property
     def parameter_count(self) -> int:
@@ -170,14 +226,28 @@ def default_training_models() -> TrainingModelCatalog:
     return TrainingModelCatalog.parse(text, "voltpack/perf/training_models.yaml")
 
 
+def model_parallel_gpus(model: TrainingModel) -> int:
+    """The unit a job's GPU count must be a multiple of: tensor x pipeline x expert_parallel."""
+    rule = model.parallelism
+    return rule.tensor * rule.pipeline * model.expert_parallel
+
+
 def default_parallelism(model: TrainingModel, gpus: int) -> Parallelism:
-    """The model's default rule applied to `gpus`: data = gpus / (tensor x pipeline)."""
+    """The model's default rule applied to `gpus`: data = gpus / (tensor x pipeline); for a
+    MoE model data must also be a multiple of `expert_parallel`."""
     rule = model.parallelism
     model_parallel = rule.tensor * rule.pipeline
     if gpus < model_parallel or gpus % model_parallel:
         raise PerfModelError(
             f"{model.name}: {gpus} GPUs is not a multiple of tensor x pipeline "
             f"({rule.tensor} x {rule.pipeline} = {model_parallel})"
+        )
+    if (gpus // model_parallel) % model.expert_parallel:
+        raise PerfModelError(
+            f"{model.name}: {gpus} GPUs is not a multiple of tensor x pipeline x "
+            f"expert_parallel ({rule.tensor} x {rule.pipeline} x {model.expert_parallel} = "
+            f"{model_parallel * model.expert_parallel}); the expert-parallel groups are laid "
+            "over the data-parallel ranks"
         )
     return Parallelism(
         tensor=rule.tensor,

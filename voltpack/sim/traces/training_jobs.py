@@ -6,7 +6,8 @@ are ignored), one job per row:
 - `job_id`: any non-empty text, unique in the file;
 - `arrival_s`: submission time in seconds (a finite number >= 0; rows need not be sorted);
 - `num_gpus`: the job's GPUs, an integer >= 1, a multiple of the model's tensor x pipeline
-  degree (data parallelism takes the rest, `voltpack.perf.training_models.default_parallelism`);
+  degree (x expert_parallel for a mixture-of-experts model; data parallelism takes the rest,
+  `voltpack.perf.training_models.default_parallelism`);
 - `model`: a name from the training-model catalog (`voltpack/perf/training_models.yaml`),
   case-insensitive;
 - `steps`: optimizer steps to run, an integer >= 1.
@@ -56,6 +57,7 @@ from voltpack.perf.training_models import (
     TrainingModelCatalog,
     default_parallelism,
     default_training_models,
+    model_parallel_gpus,
 )
 from voltpack.sim.traces.gavel_generator import PhillyDistribution
 
@@ -150,12 +152,11 @@ def model_for_gpus(
         if least > num_gpus:
             continue
         model = catalog.get(name)
-        parallel = model.parallelism.tensor * model.parallelism.pipeline
-        if num_gpus % parallel == 0:
+        if num_gpus % model_parallel_gpus(model) == 0:
             return model
     raise InvalidRequestError(
-        f"no model of the rule fits {num_gpus} GPUs (each model's tensor x pipeline must "
-        "divide the GPU count); add a threshold for it"
+        f"no model of the rule fits {num_gpus} GPUs (each model's tensor x pipeline (x "
+        "expert_parallel) must divide the GPU count); add a threshold for it"
     )
 
 
