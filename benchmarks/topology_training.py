@@ -9,7 +9,8 @@ level, a leaf switch), and voltpack's step-time-aware placement. Then `optimalit
 cut from the same topology.
 
 Usage:
-  python benchmarks/topology_training.py                      # Lingjun topology, generated trace
+  python benchmarks/topology_training.py                      # Lingjun, LLM jobs, contention on
+  python benchmarks/topology_training.py --workload philly --contention off  # issue 19's setup
   python benchmarks/topology_training.py --topology topo.csv --trace jobs.csv --out /tmp/results
   python benchmarks/topology_training.py --jobs 2000 --load 0.8 --processes 2
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ from voltpack.sim.topology_training import (
     simulate_all,
 )
 from voltpack.sim.traces.gavel_generator import load_philly_distribution
+from voltpack.sim.traces.llm_jobs import LlmJobsConfig, generate_llm_jobs, job_type_of
 from voltpack.sim.traces.topology_files import load_csv_topology, read_topology_spec
 from voltpack.sim.traces.training_jobs import (
     DEFAULT_MAX_DURATION_S,
@@ -116,6 +119,15 @@ def main() -> None:
         "--gpus-per-host", type=int, default=None, help="default: the spec's defaultHost.gpus"
     )
     parser.add_argument("--trace", type=Path, default=None, help="job CSV (default: generated)")
+    parser.add_argument(
+        "--workload",
+        choices=("llm", "philly"),
+        default="llm",
+        help="generated trace: LLM-cluster jobs after Acme (NSDI'24), or Philly's x gpu-scale",
+    )
+    parser.add_argument(
+        "--acme-cluster", choices=("kalos", "seren"), default="kalos", help="llm: which cluster"
+    )
     parser.add_argument("--jobs", type=int, default=6000, help="generated trace: jobs")
     parser.add_argument("--load", type=float, default=0.9, help="generated trace: offered load")
     parser.add_argument("--gpu-scale", type=int, default=8, help="generated: x Philly GPUs")
@@ -160,6 +172,23 @@ def main() -> None:
     if args.trace is not None:
         jobs: list[TrainingJob] = load_training_jobs(args.trace)
         trace_info: dict[str, Any] = {"file": str(args.trace)}
+    elif args.workload == "llm":
+        llm = LlmJobsConfig(
+            num_jobs=args.jobs,
+            seed=args.seed,
+            cluster=args.acme_cluster,
+            target_load=args.load,
+            max_duration_s=args.max_duration_s or None,
+        )
+        jobs = generate_llm_jobs(llm, cluster_gpus, ideal_s)
+        trace_info = {
+            "generated": "llm",
+            "acme_cluster": args.acme_cluster,
+            "target_load": args.load,
+            "max_duration_s": llm.max_duration_s,
+            "seed": args.seed,
+            "job_types": dict(Counter(job_type_of(job) for job in jobs)),
+        }
     else:
         config = PhillyJobsConfig(
             num_jobs=args.jobs,
