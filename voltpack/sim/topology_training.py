@@ -10,7 +10,9 @@ Mechanics, the same for every placement policy so that only placement differs:
 - **Queue.** Strict FIFO by arrival (no backfill): at every arrival and completion the head of
   the queue is tried, then the next, until one does not fit; it waits at the head. A job that
   does not fit even when nothing else runs can never run; it is counted as `unplaced` and
-  dropped.
+  dropped. Optionally (`SimConfig.backfill`, `SimConfig.wait_rule`, for every policy alike) the
+  head may wait a bounded time for a better placement, and later jobs may start ahead of a
+  waiting head without delaying its reservation (EASY backfill; `voltpack.sim.wait_backfill`).
 - **Gang layout.** A job of n GPUs is a gang of identical pods of `pod_gpus(n)` GPUs each:
   the largest divisor of n not above the GPUs per node (`min(n, gpus_per_node)` whenever n is
   below it or a multiple of it: one pod per node's worth, the common PyTorchJob layout).
@@ -66,8 +68,10 @@ from voltpack.policies.topology.step_model import (
 )
 from voltpack.scheduler.gang_topology import TopologyPlacer, place_gang
 from voltpack.scheduler.placement import Scheduler
+from voltpack.scheduler.wait_or_place import WaitRule
 from voltpack.sim.events import Event, EventKind, EventLoop
 from voltpack.sim.traces.training_jobs import MODEL_BY_GPUS, TrainingJob, model_for_gpus
+from voltpack.sim.wait_backfill import QueueEvent, queue_pass
 
 NODE_CPU_MILLI = 1_000_000
 NODE_MEMORY_MIB = 10_000_000
@@ -109,6 +113,14 @@ class SimConfig:
     pod_gpus: int | None = None
     """GPUs per pod; None: the largest divisor of the job's GPUs not above GPUs per node."""
     catalog: TrainingModelCatalog | None = None
+    backfill: bool = False
+    """EASY backfill: later jobs may start ahead of a waiting head if they do not delay its
+    reservation (`voltpack.scheduler.wait_or_place`); False: strict FIFO."""
+    wait_rule: WaitRule | None = None
+    """When the head may wait for a better placement; None: it never waits."""
+    queue_observer: Callable[[QueueEvent], None] | None = None
+    """Told every reservation, start and drop of the backfill/wait queue pass (not of the
+    strict FIFO one); stays in the calling process (not given to worker processes' results)."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +284,10 @@ class _Run:
     """Start s, step s, ideal step s and nodes of each running job."""
     records: list[JobRecord] = field(default_factory=list)
     unplaced: list[str] = field(default_factory=list)
+    first_fit_s: dict[int, float] = field(default_factory=dict)
+    """When each queued job first could have started at the head (wait rule's bound)."""
+    plan_rng: np.random.Generator | None = None
+    """Draws of placements planned on future snapshots (kept apart from the policy's)."""
 
 
 class _Runner:
@@ -396,26 +412,41 @@ class _Runner:
             )
         )
 
+    def _predicted_end_s(self, run: _Run, index: int) -> float:
+        """When running job `index` is predicted to finish."""
+        start_s, step_s, _, _ = run.starts[index]
+        return start_s + run.jobs[index].steps * step_s
+
     def _start_queued(self, run: _Run, now_s: float) -> None:
-        """Start queued jobs in FIFO order until the head does not fit (after every instant)."""
+        """Start queued jobs in FIFO order until the head does not fit (after every instant);
+        with `SimConfig.backfill` or `wait_rule`, the pass of `voltpack.sim.wait_backfill`."""
+
+        def start(index: int, placed: tuple[float, float, Allocations]) -> None:
+            run.queue.remove(index)
+            del run.groups[index]
+            step_s, ideal_s, allocations = placed
+            run.running[index] = allocations
+            nodes = len({node for node, _, _ in allocations})
+            run.starts[index] = (now_s, step_s, ideal_s, nodes)
+            run.loop.queue.push(self._predicted_end_s(run, index), EventKind.DEPARTURE, index)
+
+        def drop(index: int) -> None:
+            run.unplaced.append(run.jobs[index].job_id)  # cannot run on an empty cluster
+            run.queue.remove(index)
+            del run.groups[index]
+
+        if self.config.backfill or self.config.wait_rule is not None:
+            queue_pass(self, run, now_s, start, drop)
+            return
         while run.queue:
             index = run.queue[0]
             placed = self.try_place(run.jobs[index], run.groups[index])
             if placed is None:
                 if run.running:
                     break
-                run.unplaced.append(run.jobs[index].job_id)  # cannot run on an empty cluster
-                run.queue.popleft()
-                del run.groups[index]
+                drop(index)
                 continue
-            run.queue.popleft()
-            del run.groups[index]
-            step_s, ideal_s, allocations = placed
-            run.running[index] = allocations
-            nodes = len({node for node, _, _ in allocations})
-            run.starts[index] = (now_s, step_s, ideal_s, nodes)
-            end_s = now_s + run.jobs[index].steps * step_s
-            run.loop.queue.push(end_s, EventKind.DEPARTURE, index)
+            start(index, placed)
 
 
 def simulate(
