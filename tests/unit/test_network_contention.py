@@ -19,6 +19,7 @@ from voltpack.policies.topology.contended_step_model import ContendedStepModel, 
 from voltpack.policies.topology.placers import StepTimePlacer
 from voltpack.policies.topology.step_model import TopologyStepModel, gang_step_model
 from voltpack.policies.topology.step_time_placement import place_by_step_time
+from voltpack.scheduler.wait_or_place import WaitRule
 from voltpack.sim.topology_training import PlacementPolicy, SimConfig, simulate
 from voltpack.sim.traces.training_jobs import TrainingJob
 
@@ -227,3 +228,18 @@ def test_hashed_flows_can_collide_where_a_balanced_uplink_of_the_same_capacity_d
     # (3,200 through 3,200 of ports) some port still carries more than its share
     assert worst["balanced"] == pytest.approx(4.0)
     assert worst["hashed"] > 1.0
+
+
+def test_backfill_and_waiting_run_under_contention_and_every_job_completes() -> None:
+    topo = topology(leaves=3, hosts_per_leaf=2)
+    jobs = [
+        TrainingJob(f"j{i}", 30.0 * i, gpus, "megatron-18.4b", 200)
+        for i, gpus in enumerate((24, 16, 8, 24, 8, 16, 8))
+    ]
+    policy = PlacementPolicy("voltpack", placer=StepTimePlacer())
+    config = SimConfig(sku=SKU, contention=True, backfill=True, wait_rule=WaitRule(600.0, 0.05))
+    result = simulate(topo, jobs, policy, config)
+    assert sorted(r.job_id for r in result.records) == sorted(j.job_id for j in jobs)
+    for record in result.records:
+        assert record.end_s > record.start_s >= record.arrival_s
+        assert record.step_s >= record.ideal_s * (1.0 - 1e-9)

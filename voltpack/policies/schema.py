@@ -28,6 +28,11 @@ MAX_STALE_AFTER_S = 600.0
 long that the stale fail-safe is as good as off."""
 
 
+MAX_WAIT_FOR_BETTER_PLACEMENT_S = 86_400.0
+"""The longest `spec.topology.max_wait_for_better_placement_s`: a day; beyond it waiting for a
+better domain is starvation by another name."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -199,6 +204,20 @@ class TopologyPolicySpec(_Strict):
         default=None,
         min_length=1,
         description="the Topology object to use when there are several (default: first by name)",
+    )
+    max_wait_for_better_placement_s: float = Field(
+        default=600.0,
+        ge=0,
+        le=MAX_WAIT_FOR_BETTER_PLACEMENT_S,
+        description="the longest a gang that fits now may wait for a better placement, counted "
+        "from when it first could have started; 0: never wait",
+    )
+    min_completion_gain: float = Field(
+        default=0.05,
+        ge=0,
+        lt=1,
+        description="a gang waits only when that cuts its completion time (from now) by at "
+        "least this fraction",
     )
 
 

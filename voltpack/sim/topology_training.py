@@ -10,7 +10,9 @@ Mechanics, the same for every placement policy so that only placement differs:
 - **Queue.** Strict FIFO by arrival (no backfill): at every arrival and completion the head of
   the queue is tried, then the next, until one does not fit; it waits at the head. A job that
   does not fit even when nothing else runs can never run; it is counted as `unplaced` and
-  dropped.
+  dropped. Optionally (`SimConfig.backfill`, `SimConfig.wait_rule`, for every policy alike) the
+  head may wait a bounded time for a better placement, and later jobs may start ahead of a
+  waiting head without delaying its reservation (EASY backfill; `voltpack.sim.wait_backfill`).
 - **Gang layout.** A job of n GPUs is a gang of identical pods of `pod_gpus(n)` GPUs each:
   the largest divisor of n not above the GPUs per node (`min(n, gpus_per_node)` whenever n is
   below it or a multiple of it: one pod per node's worth, the common PyTorchJob layout).
@@ -68,8 +70,10 @@ from voltpack.policies.topology.step_model import (
 )
 from voltpack.scheduler.gang_topology import GangStepModel, TopologyPlacer, place_gang
 from voltpack.scheduler.placement import Scheduler
+from voltpack.scheduler.wait_or_place import WaitRule
 from voltpack.sim.events import Event, EventKind, EventLoop, Progress
 from voltpack.sim.traces.training_jobs import MODEL_BY_GPUS, TrainingJob, model_for_gpus
+from voltpack.sim.wait_backfill import QueueEvent, queue_pass
 
 NODE_CPU_MILLI = 1_000_000
 NODE_MEMORY_MIB = 10_000_000
@@ -116,6 +120,14 @@ class SimConfig:
     step time changes whenever another starts or ends, and gang placers score candidates with
     that traffic (`ContendedStepModel`). False: each job is priced alone with fixed
     oversubscription factors, and its end is fixed when it starts."""
+    backfill: bool = False
+    """EASY backfill: later jobs may start ahead of a waiting head if they do not delay its
+    reservation (`voltpack.scheduler.wait_or_place`); False: strict FIFO."""
+    wait_rule: WaitRule | None = None
+    """When the head may wait for a better placement; None: it never waits."""
+    queue_observer: Callable[[QueueEvent], None] | None = None
+    """Told every reservation, start and drop of the backfill/wait queue pass (not of the
+    strict FIFO one); stays in the calling process (not given to worker processes' results)."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +283,9 @@ def place_with_policy(
 
 Allocations = list[tuple[int, Pod, tuple[int, ...]]]
 """(node index, pod, GPU indices) of each pod of a placed gang."""
+Placed = tuple[float, float, Allocations, PlacedGang | None]
+"""(step s alone, ideal step s, allocations, the placed gang when contention is on) of a job
+placed now (`_Runner.try_place`)."""
 
 
 @dataclass
@@ -289,6 +304,10 @@ class _Run:
     inflicted: dict[int, float] = field(default_factory=dict)
     records: list[JobRecord] = field(default_factory=list)
     unplaced: list[str] = field(default_factory=list)
+    first_fit_s: dict[int, float] = field(default_factory=dict)
+    """When each queued job first could have started at the head (wait rule's bound)."""
+    plan_rng: np.random.Generator | None = None
+    """Draws of placements planned on future snapshots (kept apart from the policy's)."""
 
 
 class _Runner:
@@ -326,9 +345,7 @@ class _Runner:
             )
         return self.step_models[key]
 
-    def try_place(
-        self, job: TrainingJob, group: PodGroup
-    ) -> tuple[float, float, Allocations, PlacedGang | None] | None:
+    def try_place(self, job: TrainingJob, group: PodGroup) -> Placed | None:
         """(step s, ideal s, allocations, the placed gang when contention is on) of the job
         placed now, or None."""
         pod = group.pods[0]
@@ -429,27 +446,46 @@ class _Runner:
             self.running.remove(index)
             self._share_links(run, event.time_s)
 
+    def _predicted_end_s(self, run: _Run, index: int) -> float:
+        """When running job `index` is predicted to finish (with contention: at its current
+        rate, which the next start or end nearby may change)."""
+        if self.running is not None:
+            return run.progress[index].finish_s()
+        start_s, step_s, _, _ = run.starts[index]
+        return start_s + run.jobs[index].steps * step_s
+
     def _start_queued(self, run: _Run, now_s: float) -> None:
-        """Start queued jobs in FIFO order until the head does not fit (after every instant)."""
+        """Start queued jobs in FIFO order until the head does not fit (after every instant);
+        with `SimConfig.backfill` or `wait_rule`, the pass of `voltpack.sim.wait_backfill`."""
+
+        def start(index: int, placed: Placed) -> None:
+            run.queue.remove(index)
+            del run.groups[index]
+            self._start(run, index, placed, now_s)
+
+        def drop(index: int) -> None:
+            run.unplaced.append(run.jobs[index].job_id)  # cannot run on an empty cluster
+            run.queue.remove(index)
+            del run.groups[index]
+
+        if self.config.backfill or self.config.wait_rule is not None:
+            queue_pass(self, run, now_s, start, drop)
+            return
         while run.queue:
             index = run.queue[0]
             placed = self.try_place(run.jobs[index], run.groups[index])
             if placed is None:
                 if run.running:
                     break
-                run.unplaced.append(run.jobs[index].job_id)  # cannot run on an empty cluster
-                run.queue.popleft()
-                del run.groups[index]
+                drop(index)
                 continue
-            run.queue.popleft()
-            del run.groups[index]
-            self._start(run, index, placed, now_s)
+            start(index, placed)
 
     def _start(
         self,
         run: _Run,
         index: int,
-        placed: tuple[float, float, Allocations, PlacedGang | None],
+        placed: Placed,
         now_s: float,
     ) -> None:
         """The job runs from now: its GPUs are taken, its completion queued (and with
