@@ -11,7 +11,7 @@ from voltpack.model.domain_tree import DomainTree
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.resources.topology import TopologySpec
 from voltpack.model.topology import ClusterTopology
-from voltpack.perf.contention import NO_SLOWDOWN, network_slowdowns
+from voltpack.perf.contention import NO_SLOWDOWN, RunningNetwork, network_slowdowns
 from voltpack.perf.link_sharing import max_min_fair_rates_gbit_s
 from voltpack.perf.network_flows import GroupKind, fabric_links, gang_flows
 from voltpack.perf.training_models import default_parallelism, default_training_models
@@ -243,3 +243,27 @@ def test_backfill_and_waiting_run_under_contention_and_every_job_completes() -> 
     for record in result.records:
         assert record.end_s > record.start_s >= record.arrival_s
         assert record.step_s >= record.ideal_s * (1.0 - 1e-9)
+
+
+def test_solving_per_group_of_link_sharing_gangs_equals_one_solve_of_all() -> None:
+    topo = hashed_topology(leaves=3, hosts_per_leaf=4)
+    model = step_model(topo, gpus=16)
+    rng = np.random.default_rng(3)
+    network = RunningNetwork(topo)
+    gangs = {}
+    for index in range(5):
+        a, b = rng.choice(topo.node_count, size=2, replace=False)
+        gangs[index] = model.placed(*ranks(int(a), int(b))).network
+        network.add(index, gangs[index])
+    together = network_slowdowns(fabric_links(topo), list(gangs.values()))
+    grouped = network.slowdowns()
+    assert np.allclose([grouped[i] for i in gangs], together)
+    assert max(max(s) for s in together) > 1.0  # some gangs do contend
+    # asked again (answers kept), and after one gang leaves
+    assert network.slowdowns() == grouped
+    network.remove(2)
+    rest = [gangs[i] for i in gangs if i != 2]
+    after = network.slowdowns()
+    assert np.allclose(
+        [after[i] for i in gangs if i != 2], network_slowdowns(fabric_links(topo), rest)
+    )

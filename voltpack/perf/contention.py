@@ -29,6 +29,8 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from voltpack.model.topology import ClusterTopology, FloatArray
 from voltpack.perf.link_sharing import progressive_filling
@@ -117,6 +119,10 @@ class RunningNetwork:
 
     topology: ClusterTopology
     gangs: dict[Hashable, NetworkGang] = field(default_factory=dict)
+    _solved: dict[
+        frozenset[tuple[Hashable, int]],
+        tuple[tuple[NetworkGang, ...], dict[Hashable, Slowdowns]],
+    ] = field(default_factory=dict, repr=False)
 
     @property
     def fabric(self) -> FabricLinks:
@@ -164,9 +170,55 @@ class RunningNetwork:
     def slowdowns(
         self, extra: Mapping[Hashable, NetworkGang] | None = None
     ) -> dict[Hashable, Slowdowns]:
-        """Every running gang's slowdowns (and `extra` gangs', as if they ran too)."""
+        """Every running gang's slowdowns (and `extra` gangs', as if they ran too).
+
+        Gangs that share no link cannot slow each other, so the sharing is solved per group
+        of gangs joined by shared links, and each group's answer is kept: a start or end
+        re-solves only the group it touches (the answer is the same as one solve of all).
+        """
         together = dict(self.gangs)
         together.update(extra or {})
-        keys = list(together)
-        solved = network_slowdowns(self.fabric, (together[key] for key in keys))
-        return dict(zip(keys, solved, strict=True))
+        result: dict[Hashable, Slowdowns] = {}
+        extra_keys = set(extra or {})
+        for members in _sharing_groups(together, self.fabric.link_count):
+            group_key = frozenset((key, id(together[key])) for key in members)
+            kept = self._solved.get(group_key)
+            if kept is not None:
+                result.update(kept[1])
+                continue
+            answers = network_slowdowns(self.fabric, (together[key] for key in members))
+            solved = dict(zip(members, answers, strict=True))
+            result.update(solved)
+            if extra_keys.isdisjoint(members):  # a candidate's group is not asked twice
+                if len(self._solved) >= SOLVED_GROUPS_KEPT:
+                    self._solved.clear()
+                # the gangs are kept with the answer, so their ids stay theirs while it is
+                self._solved[group_key] = (tuple(together[key] for key in members), solved)
+        return result
+
+
+SOLVED_GROUPS_KEPT = 4096
+"""Solved groups of gangs kept for reuse (all are dropped when this many are kept)."""
+
+
+def _sharing_groups(gangs: Mapping[Hashable, NetworkGang], link_count: int) -> list[list[Hashable]]:
+    """The gangs grouped so that two gangs that share a link (directly or through others)
+    are in one group; gangs with no flow are groups of their own."""
+    keys = list(gangs)
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    for index, key in enumerate(keys):
+        paths = gangs[key].flows.paths
+        links = np.unique(paths[paths >= 0])
+        rows.append(np.full(links.size, index, dtype=np.int64))
+        cols.append(links + len(keys))
+    size = len(keys) + link_count
+    if not keys:
+        return []
+    row, col = np.concatenate(rows), np.concatenate(cols)
+    graph = coo_matrix((np.ones(row.size), (row, col)), shape=(size, size))
+    _, label = connected_components(graph, directed=False)
+    groups: dict[int, list[Hashable]] = {}
+    for index, key in enumerate(keys):
+        groups.setdefault(int(label[index]), []).append(key)
+    return list(groups.values())
