@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,10 @@ from voltpack.model.errors import TraceFormatError
 from voltpack.model.gpu_sku import default_catalog
 from voltpack.model.topology import ClusterTopology
 from voltpack.perf.training_models import default_parallelism
+from voltpack.policies.schema import TopologyPolicySpec
 from voltpack.policies.topology import placers
 from voltpack.policies.topology.step_model import gang_step_model
+from voltpack.scheduler.wait_or_place import WaitRule
 from voltpack.sim.datasets import data_dir
 from voltpack.sim.topology_training import (
     PlacementPolicy,
@@ -81,6 +84,23 @@ def make_policies(topology: ClusterTopology, wanted: list[str]) -> list[Placemen
     if unknown:
         raise SystemExit(f"--policies: unknown {unknown}; known: {', '.join(every)}")
     return [every[name] for name in wanted]
+
+
+def run_variants(
+    args: argparse.Namespace, base: SimConfig, policies: list[PlacementPolicy]
+) -> list[tuple[str, SimConfig, list[PlacementPolicy]]]:
+    """(name suffix, queue configuration, policies) of every run: each policy without and/or
+    with EASY backfill (the same right for all), and voltpack's wait-or-place on top of
+    backfill, bounded by the policy file's defaults."""
+    plain = [("", base, policies)] if args.backfill in ("off", "both") else []
+    backfilled = replace(base, backfill=True)
+    with_backfill = [("+backfill", backfilled, policies)] if args.backfill in ("on", "both") else []
+    voltpack = [p for p in policies if p.name == "voltpack"]
+    waiting = []
+    if args.wait == "on" and voltpack:
+        rule = WaitRule.from_policy(TopologyPolicySpec())
+        waiting = [("+backfill+wait", replace(backfilled, wait_rule=rule), voltpack)]
+    return [*plain, *with_backfill, *waiting]
 
 
 def load_topology(args: argparse.Namespace) -> tuple[ClusterTopology, dict[str, Any]]:
@@ -156,6 +176,18 @@ def main() -> None:
         default="on",
         help="on: running jobs share links (flow model); off: each job priced alone",
     )
+    parser.add_argument(
+        "--backfill",
+        choices=("off", "on", "both"),
+        default="both",
+        help="EASY backfill for every policy: without, with, or both side by side",
+    )
+    parser.add_argument(
+        "--wait",
+        choices=("off", "on"),
+        default="on",
+        help="also run voltpack with wait-or-place (and backfill), the policy file's bound",
+    )
     parser.add_argument("--name", default=NAME, help="results file name")
     parser.add_argument("--optimality-instances", type=int, default=200)
     parser.add_argument("--out", type=Path, default=None, help="results folder")
@@ -218,15 +250,14 @@ def main() -> None:
     policies = make_policies(topology, [p.strip() for p in args.policies.split(",")])
 
     sim_started = time.perf_counter()
-    results = simulate_all(
-        topology,
-        jobs,
-        policies,
-        SimConfig(
-            sku=sku, seed=args.seed, pod_gpus=args.pod_gpus, contention=args.contention == "on"
-        ),
-        args.processes,
+    base = SimConfig(
+        sku=sku, seed=args.seed, pod_gpus=args.pod_gpus, contention=args.contention == "on"
     )
+    results = []
+    for variant, config, chosen in run_variants(args, base, policies):
+        for result in simulate_all(topology, jobs, chosen, config, args.processes):
+            result.policy += variant
+            results.append(result)
     sim_s = time.perf_counter() - sim_started
     rows = [result.summary() for result in results]
     for row, result in zip(rows, results, strict=True):
@@ -251,8 +282,11 @@ def main() -> None:
         "gpu": sku.name,
         "pod_gpus": args.pod_gpus,
         "contention": args.contention,
+        "backfill": args.backfill,
+        "wait": args.wait,
         "trace": trace_info,
         "policies": rows,
+        "goals": goals(rows),
         "optimality": optimality,
         "timing": {
             "simulation_s": sim_s,
@@ -268,6 +302,47 @@ def _hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.2f}"
 
 
+def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 32's goals, per queue variant: voltpack against the better Kueue TAS (required or
+    preferred, lower average JCT) and against best-fit, each with the same queue rights."""
+    by_name = {row["policy"]: row for row in rows}
+    found = []
+    for variant, mine in (("", ""), ("+backfill", "+backfill"), ("+backfill", "+backfill+wait")):
+        ours = by_name.get(f"voltpack{mine}")
+        kueues = [by_name[n] for n in (f"kueue-{k}{variant}" for k in ("required", "preferred"))
+                  if n in by_name and by_name[n]["avg_jct_s"] is not None]  # fmt: skip
+        best_fit = by_name.get(f"best-fit{variant}")
+        if ours is None or ours["avg_jct_s"] is None or not kueues:
+            continue
+        kueue = min(kueues, key=lambda row: row["avg_jct_s"])
+        item: dict[str, Any] = {
+            "voltpack": ours["policy"],
+            "kueue": kueue["policy"],
+            "jct_below_kueue_pct": 100.0 * (1.0 - ours["avg_jct_s"] / kueue["avg_jct_s"]),
+            "p99_no_worse_than_kueue": ours["p99_jct_s"] <= kueue["p99_jct_s"],
+            "utilization_no_lower": ours["gpu_utilization"] >= kueue["gpu_utilization"],
+            "contention_slowdown_over_kueue": (
+                (ours["avg_step_slowdown"] - 1.0) / (kueue["avg_step_slowdown"] - 1.0)
+                if kueue["avg_step_slowdown"] > 1.0
+                else None
+            ),
+        }
+        if best_fit is not None and best_fit["avg_jct_s"]:
+            item["best_fit"] = best_fit["policy"]
+            item["jct_below_best_fit_pct"] = 100.0 * (
+                1.0 - ours["avg_jct_s"] / best_fit["avg_jct_s"]
+            )
+        item["met"] = (
+            item["jct_below_kueue_pct"] >= 10.0
+            and item.get("jct_below_best_fit_pct", 0.0) >= 25.0
+            and item["p99_no_worse_than_kueue"]
+            and item["utilization_no_lower"]
+            and (item["contention_slowdown_over_kueue"] or 0.0) <= 0.5
+        )
+        found.append(item)
+    return found
+
+
 def render(figures: dict[str, Any]) -> str:
     """The Markdown report."""
     topo, trace = figures["topology"], figures["trace"]
@@ -278,19 +353,41 @@ def render(figures: dict[str, Any]) -> str:
         f"Cluster: {topo['file']} ({topo['nodes']} hosts, {topo['gpus']} {figures['gpu']} GPUs; "
         f"oversubscription {levels}). Trace: {trace['jobs']} jobs, offered load "
         f"{trace['offered_load']:.2f} at ideal step times, over "
-        f"{trace['arrival_span_s'] / 86400:.1f} days; GPUs per job {trace['gpus']}.",
+        f"{trace['arrival_span_s'] / 86400:.1f} days; GPUs per job {trace['gpus']}. "
+        f"Workload {trace.get('generated', 'from file')}, contention "
+        f"{figures.get('contention', 'off')}.",
         "",
         "| policy | avg JCT (h) | p99 JCT (h) | avg step slowdown | max step slowdown | "
-        "GPU util. | util. while arriving | avg queue (h) | multi-node jobs | unplaced |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "inflicted | GPU util. | util. while arriving | avg queue (h) | multi-node jobs | "
+        "unplaced |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in figures["policies"]:
         util = row.get("gpu_utilization_while_arriving")
         lines.append(
             f"| {row['policy']} | {_hours(row['avg_jct_s'])} | {_hours(row['p99_jct_s'])} | "
             f"{row['avg_step_slowdown']:.4f} | {row['max_step_slowdown']:.4f} | "
-            f"{row['gpu_utilization']:.3f} | {'-' if util is None else f'{util:.3f}'} | "
+            f"{row.get('avg_inflicted_slowdown') or 0.0:.4f} | {row['gpu_utilization']:.3f} | "
+            f"{'-' if util is None else f'{util:.3f}'} | "
             f"{_hours(row['avg_queue_s'])} | {row['multi_node_jobs']} | {row['unplaced']} |"
+        )
+    lines += [
+        "",
+        "Goals (issue 32): average JCT >= 10% below the better Kueue TAS and >= 25% below "
+        "best-fit, p99 no worse, utilisation no lower, contention slowdown at most half of "
+        "Kueue's.",
+        "",
+        "| voltpack | Kueue | JCT below Kueue % | JCT below best-fit % | p99 no worse | "
+        "util. no lower | slowdown / Kueue's | met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for item in goals(figures["policies"]):
+        ratio = item["contention_slowdown_over_kueue"]
+        lines.append(
+            f"| {item['voltpack']} | {item['kueue']} | {item['jct_below_kueue_pct']:+.1f} | "
+            f"{item.get('jct_below_best_fit_pct', float('nan')):+.1f} | "
+            f"{item['p99_no_worse_than_kueue']} | {item['utilization_no_lower']} | "
+            f"{'-' if ratio is None else f'{ratio:.2f}'} | {item['met']} |"
         )
     opt = figures["optimality"]
     lines += [
