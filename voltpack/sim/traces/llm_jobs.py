@@ -44,6 +44,7 @@ from voltpack.sim.traces.training_jobs import (
     IdealStep,
     TrainingJob,
     model_for_gpus,
+    poisson_arrivals_s,
 )
 
 __all__ = [
@@ -150,11 +151,7 @@ def generate_llm_jobs(
         models.append(model.name)
     if config.max_duration_s is not None:
         durations = np.minimum(durations, config.max_duration_s)
-    mean_gpu_s = float((durations * gpus).mean())
-    rate_per_s = config.target_load * cluster_gpus / mean_gpu_s
-    gaps = rng.exponential(1.0 / rate_per_s, size=config.num_jobs)
-    gaps[0] = 0.0
-    arrivals = np.cumsum(gaps)
+    arrivals = poisson_arrivals_s(rng, durations, gpus, config.target_load, cluster_gpus)
     ideal: dict[tuple[str, int], float] = {}
     width = len(str(config.num_jobs - 1))
     jobs: list[TrainingJob] = []

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from voltpack.model.csv_rows import csv_rows, integer_field, number_field
 from voltpack.model.errors import InvalidRequestError, TraceFormatError
@@ -189,6 +190,22 @@ IdealStep = Callable[[TrainingModel, int], float]
 """Seconds per step of a model on that many GPUs, placed ideally."""
 
 
+def poisson_arrivals_s(
+    rng: np.random.Generator,
+    durations_s: npt.NDArray[np.float64],
+    gpus: npt.NDArray[np.int64],
+    target_load: float,
+    cluster_gpus: int,
+) -> npt.NDArray[np.float64]:
+    """Poisson arrival times, the first at 0 s, at the rate that offers `target_load` of the
+    cluster's GPUs: target_load x cluster GPUs / mean GPU-seconds per job."""
+    mean_gpu_s = float((durations_s * gpus).mean())
+    rate_per_s = target_load * cluster_gpus / mean_gpu_s
+    gaps = rng.exponential(1.0 / rate_per_s, size=len(durations_s))
+    gaps[0] = 0.0
+    return np.asarray(np.cumsum(gaps), dtype=np.float64)
+
+
 def generate_philly_jobs(
     philly: PhillyDistribution,
     config: PhillyJobsConfig,
@@ -212,11 +229,7 @@ def generate_philly_jobs(
             f"a sampled job asks for {int(gpus[too_big][0])} GPUs, the cluster has "
             f"{cluster_gpus}; lower gpu_scale"
         )
-    mean_gpu_s = float((durations * gpus).mean())
-    rate_per_s = config.target_load * cluster_gpus / mean_gpu_s
-    gaps = rng.exponential(1.0 / rate_per_s, size=config.num_jobs)
-    gaps[0] = 0.0
-    arrivals = np.cumsum(gaps)
+    arrivals = poisson_arrivals_s(rng, durations, gpus, config.target_load, cluster_gpus)
     ideal: dict[tuple[str, int], float] = {}
     jobs: list[TrainingJob] = []
     width = len(str(config.num_jobs - 1))
