@@ -475,7 +475,8 @@ class Operator:
             snapshot.node_names,
             nodes,
             make_placer(self.policy.spec.topology.placer),
-            running_topology_gangs(pods, running),
+            # only with an active Topology: no scan of every pod's annotations otherwise
+            running_topology_gangs(pods, running) if topo.spec is not None else (),
         )
         self._topology_cycle = topo
         work = pending_work(pods, dra.request if dra.active else None)

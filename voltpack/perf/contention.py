@@ -63,6 +63,10 @@ class NetworkGang:
     flows: GangFlows
     duty: Slowdowns
 
+    def asks_gbit_s(self) -> FloatArray:
+        """What each flow asks while the gang communicates: its demand x its kind's duty."""
+        return np.asarray(self.flows.demand_gbit_s * np.asarray(self.duty)[self.flows.kind])
+
 
 def network_slowdowns(fabric: FabricLinks, gangs: Iterable[NetworkGang]) -> list[Slowdowns]:
     """Per gang, per kind, how many times slower its network hops run with all `gangs` on
@@ -76,7 +80,7 @@ def network_slowdowns(fabric: FabricLinks, gangs: Iterable[NetworkGang]) -> list
     for index, gang in enumerate(listed):
         if gang.flows.count == 0:
             continue
-        ask = gang.flows.demand_gbit_s * np.asarray(gang.duty)[gang.flows.kind]
+        ask = gang.asks_gbit_s()
         keep = ask > 0
         demands.append(ask[keep])
         owners.append(np.full(int(keep.sum()), index, dtype=np.int64))
@@ -146,7 +150,7 @@ class RunningNetwork:
             flows = gang.flows
             if flows.count == 0:
                 continue
-            ask = flows.demand_gbit_s * np.asarray(gang.duty)[flows.kind]
+            ask = gang.asks_gbit_s()
             links = flows.paths.reshape(-1)
             asks = np.repeat(ask, flows.paths.shape[1])
             used = links >= 0
