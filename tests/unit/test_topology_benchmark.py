@@ -61,4 +61,14 @@ def test_the_benchmark_runs_llm_jobs_with_contention_and_reports_the_goals(
         "voltpack+backfill+wait",
     ]
     assert all(kueue.startswith("kueue-") for _, kueue in compared)
-    assert "Goals (issue 32)" in (tmp_path / "topology_training.md").read_text()
+    by_name = {row["policy"]: row for row in figures["policies"]}
+    for item in figures["goals"]:
+        for key, peer_key in (("gain_vs_kueue", "kueue"), ("gain_vs_best_fit", "best_fit")):
+            gain, peer = item[key], by_name[item[peer_key]]
+            # the JCT gain is exactly the queue gain plus the run gain
+            assert abs(gain["jct_gain_h"] - gain["queue_gain_h"] - gain["run_gain_h"]) < 1e-9
+            # no placement beats every job's ideal, uncontended step
+            assert peer["avg_ideal_run_s"] <= peer["avg_run_s"] + 1e-6
+            assert gain["peer_step_headroom_pct"] >= 0.0
+    report = (tmp_path / "topology_training.md").read_text()
+    assert "Goals (issue 32)" in report and "Where the gain comes from" in report

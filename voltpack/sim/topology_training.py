@@ -173,6 +173,8 @@ class PolicyResult:
                 "avg_step_slowdown": None,
                 "gpu_utilization": None,
                 "avg_queue_s": None,
+                "avg_run_s": None,
+                "avg_ideal_run_s": None,
                 "avg_inflicted_slowdown": None,
             }
         arrival = np.array([r.arrival_s for r in self.records])
@@ -181,6 +183,7 @@ class PolicyResult:
         gpus = np.array([r.num_gpus for r in self.records], dtype=np.float64)
         slowdown = np.array([r.step_s / r.ideal_s for r in self.records])
         jct = end - arrival
+        run_s = end - start
         makespan = float(end.max())
         busy = float((gpus * (end - start)).sum())
         return {
@@ -193,6 +196,9 @@ class PolicyResult:
             "max_step_slowdown": float(slowdown.max()),
             "gpu_utilization": busy / (self.total_gpus * makespan) if makespan > 0 else 0.0,
             "avg_queue_s": float((start - arrival).mean()),
+            "avg_run_s": float(run_s.mean()),
+            # every job at its ideal placement's step with no contention: what no placement beats
+            "avg_ideal_run_s": float((run_s / slowdown).mean()),
             "avg_inflicted_slowdown": float(np.mean([r.inflicted for r in self.records])),
             "multi_node_jobs": int(sum(1 for r in self.records if r.nodes > 1)),
             "makespan_s": makespan,
