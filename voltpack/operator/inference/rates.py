@@ -117,13 +117,18 @@ def floored(rate: PlanningRate) -> PlanningRate:
 
 def burst_rate(history: RateHistory, spec: InferenceServiceSpec, label: str) -> PlanningRate:
     """The burst-aware planning rate of the history's last `scaling.burstWindowMinutes`
-    (a slot without a measurement counts no request), for the spec's TTFT SLO."""
+    (a slot without a measurement counts no request), for the spec's TTFT SLO, and never
+    below the window's mean rate."""
     scaling = spec.scaling
     window = max(1, math.ceil(scaling.burst_window_minutes * 60.0 / history.step_s - 1e-9))
     values = history.series("burst").values[-window:]
     counts = np.nan_to_num(values, nan=0.0) * history.step_s
     wait_s = spec.slo.ttft_ms / 1000.0
     rate = slot_backlog_planning_rate_per_s(counts, history.step_s, wait_s, scaling.burst_quantile)
+    # never below the window's mean: a slower fleet falls behind without end, which the
+    # window's end would hide (a backlog still growing when the window closes is not counted)
+    mean_per_s = float(counts.sum()) / (counts.size * history.step_s)
+    rate = max(rate, mean_per_s)
     coarse = (
         f"; slots of {history.step_s:g} s are not well below the TTFT SLO: bursts inside a "
         "slot are smoothed"

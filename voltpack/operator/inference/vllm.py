@@ -11,7 +11,8 @@ the fleet's throughput, so a saturated fleet would never measure more than it se
 waiting gauge carries the demand it has not served yet. A counter that went down is a
 restarted server (a reset): its arrivals since are its new count plus what it holds; never a
 negative count. A pod seen for the first time counts from that scrape, unless it started
-after the service's previous scrape (then from zero: a new replica). A pod that fails to
+after the counting began (then from zero, its server's start). Counting begins at the first
+scrape every replica answered; no slot before it is complete. A pod that fails to
 answer keeps its last sample, so its next answer covers the gap; a pod that is gone takes
 its requests since its last scrape with it (an undercount). The arrivals of an interval are
 spread over the slots it covers in proportion to time.
@@ -190,9 +191,6 @@ class CounterSlots:
         """Add one scrape's arrivals (`results` by pod uid, from `scrape`)."""
         if self.last_scrape_s is not None and now_s < self.last_scrape_s:
             return  # a clock that went back: keep the history as it is
-        previous_scrape = self.last_scrape_s
-        if self.counting_since_s is None:
-            self.counting_since_s = now_s
         self.failures = []
         waiting = 0.0
         live = {e.uid for e in endpoints}
@@ -203,20 +201,18 @@ class CounterSlots:
                 continue
             waiting += result.waiting
             known = self.last.get(endpoint.uid)
-            if known is None:
-                started = endpoint.started_s
-                if (
-                    previous_scrape is not None
-                    and started is not None
-                    and started >= previous_scrape
-                ):
-                    known = (min(started, now_s), PodSample(0.0, 0.0, 0.0))  # a new replica
+            since = self.counting_since_s
+            started = endpoint.started_s
+            if known is None and since is not None and started is not None and started >= since:
+                known = (min(started, now_s), PodSample(0.0, 0.0, 0.0))  # its server from 0
             if known is not None:
                 self._spread(known[0], now_s, arrivals_between(known[1], result))
             self.last[endpoint.uid] = (now_s, result)
         for uid in set(self.last) - live:
             del self.last[uid]
         self.waiting = waiting if len(self.failures) < len(endpoints) else None
+        if self.counting_since_s is None and endpoints and not self.failures:
+            self.counting_since_s = now_s  # every replica answered: counted whole from here
         self.last_scrape_s = now_s
         newest = int(now_s // self.step_s)
         for slot in [s for s in self.counts if s <= newest - self.max_slots]:
