@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -15,9 +17,15 @@ from voltpack.policies.inference.scaling import (
     forecast_planning_rate,
     peak_window_rate_per_s,
     should_replan,
+    slot_backlog_planning_rate_per_s,
 )
 from voltpack.sim.inference_autoscale import AutoscaleSetup, interval_rates, simulate_day
-from voltpack.sim.traces.azure_llm import LlmRequests
+from voltpack.sim.traces.azure_llm import (
+    CODE_TRACE,
+    LlmRequests,
+    azure_llm_dir,
+    load_azure_llm_trace,
+)
 
 
 def _series(values: np.ndarray) -> TimeSeries:
@@ -106,3 +114,59 @@ def test_backlog_rate_counts_a_burst_by_its_requests() -> None:
         backlog_planning_rate_per_s(steady, prompts[:-1], wait_s=4.0)
     with pytest.raises(InvalidRequestError):
         backlog_planning_rate_per_s(steady, prompts, wait_s=0.0)
+
+
+def _azure_code_trace() -> tuple[np.ndarray, np.ndarray]:
+    trace = load_azure_llm_trace(azure_llm_dir() / CODE_TRACE)
+    return trace.arrival_s - trace.arrival_s.min(), np.asarray(trace.prompt_tokens)
+
+
+def _per_slot(arrival_s: np.ndarray, prompts: np.ndarray, slot_s: float) -> tuple[Any, Any]:
+    slot = (arrival_s // slot_s).astype(np.int64)
+    return np.bincount(slot), np.bincount(slot, weights=prompts)
+
+
+def test_the_slot_rate_matches_the_per_request_rate_on_the_azure_code_trace() -> None:
+    arrival_s, prompts = _azure_code_trace()
+    for wait_s in (1.5, 4.0):
+        exact = backlog_planning_rate_per_s(arrival_s, prompts, wait_s, 0.99)
+        counts, tokens = _per_slot(arrival_s, prompts, 0.25)
+        fine = slot_backlog_planning_rate_per_s(counts, 0.25, wait_s, 0.99, tokens)
+        assert fine == pytest.approx(exact, rel=0.02)
+        counts, tokens = _per_slot(arrival_s, prompts, 1.0)
+        assert slot_backlog_planning_rate_per_s(counts, 1.0, wait_s, 0.99, tokens) == (
+            pytest.approx(exact, rel=0.05)
+        )
+        # counts only (each request the mean prompt): the trace's large prompts come in bursts
+        counts_only = slot_backlog_planning_rate_per_s(counts, 1.0, wait_s, 0.99)
+        assert 0.85 * exact < counts_only < exact
+
+
+def test_slots_much_longer_than_the_ttft_slo_smooth_the_bursts_away() -> None:
+    arrival_s, prompts = _azure_code_trace()
+    exact = backlog_planning_rate_per_s(arrival_s, prompts, 1.5, 0.99)
+    counts, tokens = _per_slot(arrival_s, prompts, 60.0)
+    coarse = slot_backlog_planning_rate_per_s(counts, 60.0, 1.5, 0.99, tokens)
+    # a minute's slot sees the busiest minutes, not the seconds inside them: 4x less
+    assert coarse < exact / 3
+    busiest = counts.max() / 60.0
+    assert counts.sum() / arrival_s.max() < coarse <= busiest * 1.001
+
+
+def test_the_slot_rate_of_steady_counts_is_their_rate_and_of_nothing_zero() -> None:
+    steady = np.full(100, 30.0)
+    # a rate just under 3/s lets the last 1% wait a little longer than 2 s: allowed
+    assert 2.98 < slot_backlog_planning_rate_per_s(steady, 10.0, 2.0) <= 3.0
+    assert slot_backlog_planning_rate_per_s(np.zeros(5), 10.0, 2.0) == 0.0
+    # one slot of 10 s holding 100 requests (evened out), the rest quiet: at rate R the one
+    # arriving at t waits (10 - R) t / R, over 2 s after t = 2R / (10 - R); 1 of 100 may be
+    # late: 10 (10 - 2R / (10 - R)) = 1, R = 99 / 11.9
+    burst = np.zeros(60)
+    burst[30] = 100.0
+    assert slot_backlog_planning_rate_per_s(burst, 10.0, 2.0) == pytest.approx(99 / 11.9, rel=1e-3)
+    with pytest.raises(InvalidRequestError, match="counts"):
+        slot_backlog_planning_rate_per_s(np.array([1.0, -1.0]), 10.0, 2.0)
+    with pytest.raises(InvalidRequestError, match="slot_s"):
+        slot_backlog_planning_rate_per_s(steady, 0.0, 2.0)
+    with pytest.raises(InvalidRequestError, match="prompt_tokens"):
+        slot_backlog_planning_rate_per_s(steady, 10.0, 2.0, prompt_tokens=np.ones(3))

@@ -121,7 +121,7 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ({"prices": {"A10": -1.0}}, "spec.prices.A10", "greater than 0"),
     ({"prices": {"A10": 1.0}}, "spec.gpuTypes[1]", "no price"),
     ({"scaling": {"quantile": 0.2}}, "spec.scaling.quantile", "greater than or equal to 0.5"),
-    ({"scaling": {"mode": "psychic"}}, "spec.scaling.mode", "'forecast' or 'reactive'"),
+    ({"scaling": {"mode": "psychic"}}, "spec.scaling.mode", "'forecast', 'reactive' or 'burst'"),
     ({"scaling": {"forecaster": "oracle"}}, "spec.scaling.forecaster", "'naive'"),
     ({"container": {"image": ""}}, "spec.container.image", "at least 1"),
     (

@@ -26,6 +26,8 @@ OBSERVED_SLO_ATTAINMENT_ANNOTATION = "voltpack.io/observed-slo-attainment"
 PRIORITY_VALUES = {"high": 1000, "normal": 0, "low": -1000}
 """Pod priority of each `spec.priority`; `high` is the power manager's default
 `high_priority_min`, so high-priority replicas are the last to be capped."""
+RateSourceKind = Literal["spec", "annotation", "vllm"]
+"""What a planning rate was measured from."""
 SHARE_TOLERANCE = 0.01
 """How far the request-size shares may sum from 1."""
 
@@ -46,16 +48,40 @@ class RequestSizeShare(ResourceModel):
     share: float = Field(gt=0, le=1, description="share of all requests (shares sum to 1)")
 
 
+class MetricsEndpoint(ResourceModel):
+    """Where each replica serves its vLLM Prometheus metrics (rateSource: vllm): the pod's
+    IP (status.podIP), this port and path."""
+
+    port: int = Field(default=8000, ge=1, le=65535, description="vLLM's port (default 8000)")
+    path: str = Field(
+        default="/metrics", pattern=r"^/[^\s]*$", max_length=1024, description="metrics path"
+    )
+    timeout_seconds: float = Field(
+        default=1.0, gt=0, le=30, description="how long one scrape may take"
+    )
+
+
 class ServiceScaling(ResourceModel):
     """How a measured request rate becomes the rate the fleet is planned for.
 
-    `forecast` plans for the `quantile` of the forecast rate over the next `horizonMinutes`
-    (from the measured rate sampled every `sampleSeconds`); `reactive` plans for the latest
-    measurement. A new plan is made only when that rate leaves +-`replanRateChange` of the
-    rate the current plan was made for.
+    The rate is measured from `rateSource`: the `voltpack.io/observed-rate-per-second`
+    annotation (`annotation`), or the replicas' own vLLM request counters (`vllm`, scraped
+    from each Running replica's `metrics` endpoint), into a history of `sampleSeconds` slots.
+    `forecast` plans for the `quantile` of the forecast rate over the next `horizonMinutes`;
+    `reactive` plans for the latest measurement; `burst` for the smallest rate at which a
+    fleet draining prompts at that rate starts `burstQuantile` of the requests of the last
+    `burstWindowMinutes` within the TTFT SLO (bursts count per request, as attainment does;
+    use `sampleSeconds` well below the TTFT SLO, a coarser slot smooths bursts inside it).
+    A new plan is made only when that rate leaves +-`replanRateChange` of the rate the
+    current plan was made for.
     """
 
-    mode: Literal["forecast", "reactive"] = "forecast"
+    mode: Literal["forecast", "reactive", "burst"] = "forecast"
+    rate_source: Literal["annotation", "vllm"] = Field(
+        default="annotation",
+        description="annotation: voltpack.io/observed-rate-per-second; vllm: the replicas' "
+        "vllm:request_success_total and in-flight gauges",
+    )
     quantile: float = Field(default=0.9, ge=0.5, lt=1.0, description="forecast quantile")
     horizon_minutes: float = Field(
         default=15.0, gt=0, le=1440, description="how far ahead the forecast must cover"
@@ -70,6 +96,16 @@ class ServiceScaling(ResourceModel):
     replan_rate_change: float = Field(
         default=0.1, gt=0, lt=1, description="relative rate change that triggers a new plan"
     )
+    burst_quantile: float = Field(
+        default=0.99,
+        ge=0.5,
+        lt=1.0,
+        description="burst mode: share of requests to start within the TTFT SLO",
+    )
+    burst_window_minutes: float = Field(
+        default=60.0, gt=0, le=2880, description="burst mode: how much history the rate covers"
+    )
+    metrics: MetricsEndpoint = Field(default_factory=MetricsEndpoint)
 
 
 class EnvVar(ResourceModel):
@@ -225,11 +261,19 @@ class InferenceServiceStatus(ResourceModel):
         default=None, ge=0, description="the request rate the plan in effect was made for"
     )
     rate_source: str | None = Field(default=None, description="where that rate came from")
+    rate_source_kind: RateSourceKind | None = Field(
+        default=None,
+        description="what that rate was measured from: spec (ratePerSecond), annotation, or "
+        "vllm (the replicas' request counters)",
+    )
     latest_rate_per_second: float | None = Field(
         default=None, ge=0, description="the planning rate computed last (re-planned past +-10%)"
     )
     observed_rate_per_second: float | None = Field(default=None, ge=0)
     observed_slo_attainment: float | None = Field(default=None, ge=0, le=1)
+    observed_requests_waiting: float | None = Field(
+        default=None, ge=0, description="vllm:num_requests_waiting summed over the replicas"
+    )
     spec_hash: str | None = Field(
         default=None, description="fingerprint of the spec fields the plan was made from"
     )

@@ -6,9 +6,13 @@ measured rate in the `voltpack.io/observed-rate-per-second` annotation; the oper
 it every cycle into a short history per service (one value per `scaling.sampleSeconds` slot,
 the latest in a slot wins; two days at most) and derives the planning rate from it:
 `reactive` takes the latest measurement, `forecast` the `scaling.quantile` of the forecast over
-the next `scaling.horizonMinutes` (voltpack.policies.inference.scaling). The history lives in
-the operator's memory: after a restart or failover it starts again, and a forecast falls back
-to the latest measurement (saying so) until it has two samples.
+the next `scaling.horizonMinutes` (voltpack.policies.inference.scaling), `burst` the
+burst-aware rate of the last `scaling.burstWindowMinutes` (`slot_backlog_planning_rate_per_s`:
+the rate that starts `scaling.burstQuantile` of the requests within the TTFT SLO). With
+`scaling.rateSource: vllm` the history is the replicas' own request counts per slot
+(inference/vllm.py) instead of the annotation. The history lives in the operator's memory:
+after a restart or failover it starts again, and a forecast falls back to the latest
+measurement (saying so) until it has two samples.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ from voltpack.model.resources.inferenceservice import (
     InferenceServiceSpec,
     ServiceScaling,
 )
-from voltpack.policies.inference.scaling import PlanningRate, forecast_planning_rate
+from voltpack.policies.inference.scaling import (
+    PlanningRate,
+    forecast_planning_rate,
+    slot_backlog_planning_rate_per_s,
+)
 
 HISTORY_S = 2 * 86_400.0
 """How much measured-rate history the operator keeps per service."""
@@ -97,6 +105,44 @@ class RateHistory:
         )
 
 
+def floored(rate: PlanningRate) -> PlanningRate:
+    """The rate, raised to MIN_PLANNING_RATE_PER_S (saying so) when below it."""
+    if rate.rate_per_s >= MIN_PLANNING_RATE_PER_S:
+        return rate
+    return PlanningRate(
+        MIN_PLANNING_RATE_PER_S,
+        f"{rate.source}, raised to the floor of {MIN_PLANNING_RATE_PER_S:g}/s",
+    )
+
+
+def burst_rate(history: RateHistory, spec: InferenceServiceSpec, label: str) -> PlanningRate:
+    """The burst-aware planning rate of the history's last `scaling.burstWindowMinutes`
+    (a slot without a measurement counts no request), for the spec's TTFT SLO, and never
+    below the window's mean rate."""
+    scaling = spec.scaling
+    window = max(1, math.ceil(scaling.burst_window_minutes * 60.0 / history.step_s - 1e-9))
+    values = history.series("burst").values[-window:]
+    counts = np.nan_to_num(values, nan=0.0) * history.step_s
+    wait_s = spec.slo.ttft_ms / 1000.0
+    rate = slot_backlog_planning_rate_per_s(counts, history.step_s, wait_s, scaling.burst_quantile)
+    # never below the window's mean: a slower fleet falls behind without end, which the
+    # window's end would hide (a backlog still growing when the window closes is not counted)
+    mean_per_s = float(counts.sum()) / (counts.size * history.step_s)
+    rate = max(rate, mean_per_s)
+    coarse = (
+        f"; slots of {history.step_s:g} s are not well below the TTFT SLO: bursts inside a "
+        "slot are smoothed"
+        if history.step_s > wait_s
+        else ""
+    )
+    return PlanningRate(
+        rate,
+        f"burst-aware ({label}): starts {scaling.burst_quantile:g}"
+        f" of the requests of the last {counts.size} slots of {history.step_s:g} s within the "
+        f"TTFT SLO of {wait_s:g} s{coarse}",
+    )
+
+
 @dataclass
 class _Forecast:
     version: int
@@ -132,14 +178,38 @@ class RateTracker:
         history.observe(now_s, observed_per_s)
         if scaling.mode == "reactive":
             rate = PlanningRate(observed_per_s, f"measured ({OBSERVED_RATE_ANNOTATION})")
+        elif scaling.mode == "burst":
+            rate = burst_rate(history, spec, f"measured ({OBSERVED_RATE_ANNOTATION})")
         else:
             rate = self._forecast(key, history, scaling)
-        if rate.rate_per_s < MIN_PLANNING_RATE_PER_S:
-            rate = PlanningRate(
-                MIN_PLANNING_RATE_PER_S,
-                f"{rate.source}, raised to the floor of {MIN_PLANNING_RATE_PER_S:g}/s",
-            )
-        return rate
+        return floored(rate)
+
+    def counted_planning_rate(
+        self,
+        key: str,
+        spec: InferenceServiceSpec,
+        first_slot: int,
+        counts: list[float],
+        version: int,
+    ) -> PlanningRate:
+        """The rate to plan service `key` for from its requests counted per complete slot of
+        `spec.scaling.sampleSeconds` (`counts[i]` in slot `first_slot + i`, at least one),
+        e.g. from the replicas' vLLM counters; `version` changes whenever the counts do."""
+        scaling = spec.scaling
+        step_s = scaling.sample_seconds
+        history = RateHistory(step_s, len(counts))
+        history.slots = list(range(first_slot, first_slot + len(counts)))
+        history.values = [count / step_s for count in counts]
+        history.version = version
+        label = "vLLM request counters (vllm:request_success_total + in flight)"
+        if scaling.mode == "reactive":
+            rate = PlanningRate(history.values[-1], f"measured, {label}, latest {step_s:g} s slot")
+        elif scaling.mode == "burst":
+            rate = burst_rate(history, spec, label)
+        else:
+            forecast = self._forecast(key, history, scaling)
+            rate = PlanningRate(forecast.rate_per_s, f"{forecast.source}, from {label}")
+        return floored(rate)
 
     def _forecast(self, key: str, history: RateHistory, scaling: ServiceScaling) -> PlanningRate:
         cached = self._forecasts.get(key)
@@ -153,6 +223,10 @@ class RateTracker:
         self._forecasts[key] = _Forecast(history.version, scaling, rate)
         return rate
 
+    def forget_annotation(self, key: str) -> None:
+        """Drop one service's annotation history (its rate is measured otherwise now)."""
+        self._histories.pop(key, None)
+
     def forget_service(self, key: str) -> None:
         """Drop one service's history."""
         self._histories.pop(key, None)
@@ -160,5 +234,5 @@ class RateTracker:
 
     def keep_only(self, keys: set[str]) -> None:
         """Drop the histories of services that are gone."""
-        for key in set(self._histories) - keys:
+        for key in (set(self._histories) | set(self._forecasts)) - keys:
             self.forget_service(key)

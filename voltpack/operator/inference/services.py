@@ -38,6 +38,7 @@ from voltpack.model.resources.inferenceservice import (
     InferenceServiceSpec,
     InferenceServiceStatus,
     PlannedGroup,
+    RateSourceKind,
 )
 from voltpack.model.topology import ClusterTopology
 from voltpack.operator.inference.kv import (
@@ -69,7 +70,14 @@ from voltpack.operator.inference.pods import (
     replica_pod,
     template_hash,
 )
-from voltpack.operator.inference.rates import RateTracker, parse_observed_rate
+from voltpack.operator.inference.rates import HISTORY_S, RateTracker, parse_observed_rate
+from voltpack.operator.inference.vllm import (
+    CounterSlots,
+    Fetch,
+    endpoints_of,
+    http_fetch,
+    scrape,
+)
 from voltpack.operator.kube.binder import record_event
 from voltpack.operator.kube.client import api_message, call_json, status_code
 from voltpack.operator.kube.conventions import (
@@ -101,6 +109,8 @@ class ServicePlan:
     """`<spec fingerprint>/<cluster fingerprint>` (inference_plans.py)."""
     rate_per_s: float
     rate_source: str
+    rate_source_kind: RateSourceKind | None
+    """spec, annotation or vllm (None: a plan recorded before this field)."""
     groups: tuple[PlannedGroup, ...]
     cost_per_hour: float
     split: bool
@@ -111,6 +121,20 @@ class ServicePlan:
     """`Planned` (the first plan) or `Replanned`."""
     message: str
     planned_at: str
+
+
+@dataclass(frozen=True)
+class MetricsReading:
+    """What the replicas' vLLM metrics gave this cycle (rateSource: vllm)."""
+
+    rate: PlanningRate
+    kind: RateSourceKind | None
+    problems: list[str]
+    """Replicas that did not answer, or why there was nothing to scrape."""
+    waiting: float | None
+    observed_rate_per_s: float | None
+    """Arrivals per second in the latest complete slot."""
+    endpoints: int
 
 
 @dataclass(frozen=True)
@@ -196,9 +220,15 @@ class InferenceServiceController:
         custom: CustomObjectsApi,
         clock: Callable[[], float] = time.time,
         book: ProfileBook | None = None,
+        fetch: Fetch = http_fetch,
     ) -> None:
         """`clock`: Unix seconds (rate history, plan times); `book`: the profiles to plan
-        with (default: voltpack's calibrated book)."""
+        with (default: voltpack's calibrated book); `fetch`: how a replica's metrics page is
+        read (rateSource: vllm; default HTTP GET)."""
+        self.fetch = fetch
+        self.counters: dict[str, CounterSlots] = {}
+        """Per service with rateSource vllm: its replicas' request counts per slot."""
+        self._metrics_said: dict[str, str] = {}
         self.core = core
         self.custom = custom
         self.clock = clock
@@ -268,6 +298,8 @@ class InferenceServiceController:
         self._warned = {k: v for k, v in self._warned.items() if k in keys}
         self.figures = {k: v for k, v in self.figures.items() if k in keys}
         self.kv = {k: v for k, v in self.kv.items() if k in keys}
+        self.counters = {k: v for k, v in self.counters.items() if k in keys}
+        self._metrics_said = {k: v for k, v in self._metrics_said.items() if k in keys}
         self._kv_said = {k: v for k, v in self._kv_said.items() if k in keys}
         self.rates.keep_only(keys)
 
@@ -290,19 +322,28 @@ class InferenceServiceController:
             self._invalid(service, str(exc), pods)
             return
         now = self.clock()
-        try:
-            observed = parse_observed_rate(annotations)
-            ignored = ""
-        except VoltpackError as exc:
-            observed, ignored = None, f"; {exc}"
-        rate = self.rates.planning_rate(key, spec, observed, now)
-        if ignored:
-            rate = PlanningRate(rate.rate_per_s, rate.source + ignored)
+        current = self._current(key, service)
+        reading: MetricsReading | None = None
+        rate_kind: RateSourceKind | None
+        if spec.scaling.rate_source == "vllm":
+            reading = self._vllm_rate(key, spec, pods, current, now)
+            rate, rate_kind = reading.rate, reading.kind
+            self.rates.forget_annotation(key)
+        else:
+            self.counters.pop(key, None)
+            try:
+                observed = parse_observed_rate(annotations)
+                ignored = ""
+            except VoltpackError as exc:
+                observed, ignored = None, f"; {exc}"
+            rate = self.rates.planning_rate(key, spec, observed, now)
+            rate_kind = "spec" if observed is None else "annotation"
+            if ignored:
+                rate = PlanningRate(rate.rate_per_s, rate.source + ignored)
         fingerprint = f"{spec_hash(spec)}/{cluster_fingerprint(spec, self.shapes)}"
         if spec.split == "auto":
             fingerprint += f"/{links_fingerprint(self.links)}"
         threshold = spec.scaling.replan_rate_change
-        current = self._current(key, service)
         why = replan_reason(current, fingerprint, rate, threshold)
         failure: str | None = None
         if why is not None:
@@ -343,6 +384,7 @@ class InferenceServiceController:
                         spec_hash=fingerprint,
                         rate_per_s=rate.rate_per_s,
                         rate_source=rate.source,
+                        rate_source_kind=rate_kind,
                         groups=groups,
                         cost_per_hour=round(plan.cost_per_hour, 6),
                         split=plan.split,
@@ -392,12 +434,18 @@ class InferenceServiceController:
             self._scale(service, spec, current, pods, kv_placement) if current is not None else pods
         )
         status = self._status(service, current, rate, failure_text, live, unplaced, now)
-        if kv_placement is not None:
+        extra = [_kv_condition(kv_placement)] if kv_placement is not None else []
+        if reading is not None:
+            extra.append(self._metrics_condition(service, key, reading))
+            if reading.observed_rate_per_s is not None:
+                status["observedRatePerSecond"] = round(reading.observed_rate_per_s, 9)
+            if reading.waiting is not None:
+                status["observedRequestsWaiting"] = reading.waiting
+        else:
+            self._metrics_said.pop(key, None)
+        if extra:
             status["conditions"] = _with_transition_times(
-                [*status["conditions"], _kv_condition(kv_placement)],
-                service,
-                meta.get("generation"),
-                now,
+                [*status["conditions"], *extra], service, meta.get("generation"), now
             )
         self._write_status(service, status)
         self.figures[key] = ServiceFigures(
@@ -407,6 +455,85 @@ class InferenceServiceController:
             slo_attainment=observed_attainment(annotations),
             predicted_slo_attainment=current.predicted_slo_attainment if current else None,
         )
+
+    def _vllm_rate(
+        self,
+        key: str,
+        spec: InferenceServiceSpec,
+        pods: list[dict[str, Any]],
+        current: ServicePlan | None,
+        now: float,
+    ) -> MetricsReading:
+        """The planning rate from the replicas' vLLM counters (scraped once per slot). Fail
+        safe: while a replica does not answer, or before a slot has been counted whole, the
+        rate is never below the plan in effect's (or, without a plan, the spec's)."""
+        scaling = spec.scaling
+        step_s = scaling.sample_seconds
+        slots = self.counters.get(key)
+        if slots is None or slots.step_s != step_s:
+            slots = self.counters[key] = CounterSlots(step_s, max(2, int(HISTORY_S // step_s)))
+        endpoints = endpoints_of(pods, scaling.metrics)
+        if slots.due(now):
+            slots.record(
+                now, endpoints, scrape(endpoints, scaling.metrics.timeout_seconds, self.fetch)
+            )
+        problems = list(slots.failures)
+        if not endpoints:
+            problems.append(
+                f"no Running replica with a pod IP to scrape (port {scaling.metrics.port}, "
+                f"path {scaling.metrics.path})"
+            )
+        first, counts = slots.complete(now)
+        observed = counts[-1] / step_s if counts else None
+        if current is not None:
+            floor, floor_kind = current.rate_per_s, current.rate_source_kind
+            floor_text = f"the plan in effect's {current.rate_per_s:.4g}/s"
+        else:
+            floor, floor_kind = spec.rate_per_second, "spec"
+            floor_text = f"spec.ratePerSecond {spec.rate_per_second:g}/s"
+        if not counts:
+            why = problems[0] if problems else "no slot counted whole yet"
+            return MetricsReading(
+                PlanningRate(floor, f"{floor_text}: no vLLM request count yet ({why})"),
+                floor_kind,
+                problems,
+                slots.waiting,
+                observed,
+                len(endpoints),
+            )
+        rate = self.rates.counted_planning_rate(key, spec, first, counts, slots.version)
+        kind: RateSourceKind | None = "vllm"
+        if problems and rate.rate_per_s < floor:
+            rate = PlanningRate(
+                floor,
+                f"{floor_text}, not lowered: the vLLM counts are incomplete ({problems[0]}) and "
+                f"give {rate.rate_per_s:.4g}/s",
+            )
+            kind = floor_kind
+        return MetricsReading(rate, kind, problems, slots.waiting, observed, len(endpoints))
+
+    def _metrics_condition(
+        self, service: dict[str, Any], key: str, reading: MetricsReading
+    ) -> dict[str, Any]:
+        """The MetricsAvailable condition; a Warning Event when replicas stop answering."""
+        if not reading.problems:
+            self._metrics_said.pop(key, None)
+            return _condition(
+                "MetricsAvailable",
+                "True",
+                "Scraped",
+                f"{reading.endpoints} replicas answered with their vLLM request counters",
+            )
+        message = "; ".join(reading.problems[:3])
+        if len(reading.problems) > 3:
+            message += f"; and {len(reading.problems) - 3} more"
+        message += "; the planning rate is not lowered until every replica answers"
+        if self._metrics_said.get(key) != message and not _condition_says(
+            service, "MetricsAvailable", message
+        ):
+            record_event(self.core, _event_object(service), "MetricsUnavailable", message)
+        self._metrics_said[key] = message
+        return _condition("MetricsAvailable", "False", "ScrapeFailed", message)
 
     def _cluster_shapes(self, nodes: list[dict[str, Any]]) -> dict[str, int]:
         """`cluster_gpu_shapes(nodes)`, recomputed only when a node changed."""
@@ -481,6 +608,7 @@ class InferenceServiceController:
             spec_hash=recorded.spec_hash,
             rate_per_s=recorded.planning_rate_per_second,
             rate_source=recorded.rate_source or "",
+            rate_source_kind=recorded.rate_source_kind,
             groups=tuple(g.model_copy(update={"ready_replicas": 0}) for g in recorded.plan),
             cost_per_hour=recorded.predicted_cost_per_hour or 0.0,
             split=bool(recorded.split),
@@ -672,6 +800,7 @@ class InferenceServiceController:
             ),
             planning_rate_per_second=plan.rate_per_s if plan is not None else None,
             rate_source=plan.rate_source if plan is not None else None,
+            rate_source_kind=plan.rate_source_kind if plan is not None else None,
             latest_rate_per_second=round(rate.rate_per_s, 9),
             observed_rate_per_second=observed_rate,
             observed_slo_attainment=observed_attainment(annotations),
