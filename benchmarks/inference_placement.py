@@ -665,7 +665,7 @@ def run_sweep(
                         f"{tag} {label} {model} TPOT {tpot:g} ms rate {rate:g}: mix gain "
                         f"{_pct(row['savings_mix_pct'])}, split gain "
                         f"{_pct(row['savings_split_pct'])}, out of sample "
-                        f"{row['attainment_out_of_sample_pct']}% "
+                        f"{_pct(row['attainment_out_of_sample_pct'])} "
                         f"({time.perf_counter() - started:.0f} s)",
                         flush=True,
                     )
