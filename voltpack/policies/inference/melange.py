@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -143,4 +144,18 @@ def melange_plan(
     replicas, or with `split` (and `request.allow_split`) also prefill and decode pools."""
     profiles = allowed_profiles(request, book or default_profile_book())
     roles: tuple[Role, ...] = ROLES if split and request.allow_split else ("unified",)
-    return solve_melange(request, capacity_tables(request, profiles, roles), roles)
+    tables = capacity_tables(request, profiles, roles)
+    if roles == ("unified",):
+        return solve_melange(request, tables, roles)
+    # the split formulation holds the unified one; when HiGHS stops at its time limit on the
+    # (much larger) split model before matching the unified plan, the unified plan is the
+    # best split-allowed plan found
+    either = solve_melange(request, tables, roles)
+    try:
+        unified = solve_melange(request, tables, ("unified",))
+    except InfeasiblePlanError:  # some bucket only split pools serve
+        return either
+    if unified.cost_per_hour < either.cost_per_hour:
+        note = "the split formulation stopped above the unified plan: the unified plan is kept"
+        return replace(unified, formulation="melange-split", notes=(*unified.notes, note))
+    return either
