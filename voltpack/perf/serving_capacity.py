@@ -29,7 +29,9 @@ from voltpack.perf.inference_profile import FloatArray, ServingProfile
 from voltpack.perf.links import PerfModelError
 
 Role = Literal["unified", "prefill", "decode"]
-Limit = Literal["ttft", "tpot", "kv-cache", "batch", "none"]
+Limit = Literal["ttft", "tpot", "kv-cache", "batch", "context", "none"]
+"""What stops a replica's rate: `context` when the bucket's requests are longer than the
+replica's context class (see `voltpack.policies.inference.context_classes`)."""
 
 MAX_BATCH = 64
 """Largest decode batch planned for: the measured profiles stop at 64 sequences."""
@@ -54,19 +56,26 @@ class ServingSlo:
 @dataclass(frozen=True)
 class RequestSize:
     """A class of requests: mean prompt and output tokens, the largest prompt (what TTFT must
-    cover) and the shortest output of two or more tokens (what a decode pool's TPOT must
-    cover: joining the decode batch is spread over few tokens; None = the mean output)."""
+    cover), the shortest output of two or more tokens (what a decode pool's TPOT must
+    cover: joining the decode batch is spread over few tokens; None = the mean output) and
+    the longest output (what a context class must hold; None = unknown, the mean output)."""
 
     prompt_tokens: float
     output_tokens: float
     max_prompt_tokens: float
     min_output_tokens: float | None = None
+    max_output_tokens: float | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_tokens < 1 or self.output_tokens < 1:
             raise PerfModelError("a request size needs at least one prompt and one output token")
         if self.min_output_tokens is not None and self.min_output_tokens < 2:
             raise PerfModelError("min_output_tokens counts outputs of two or more tokens")
+        if (
+            self.max_output_tokens is not None
+            and self.max_output_tokens < self.output_tokens - 1e-6
+        ):
+            raise PerfModelError("max_output_tokens must be at least the mean output_tokens")
 
     @property
     def shortest_decoded_output(self) -> float:
@@ -166,12 +175,41 @@ class OperatingPoints:
     prefill_ok: NDArray[np.bool_]
 
 
+@dataclass(frozen=True)
+class DecodeSteps:
+    """One profile's decode step per request size (rows) over the whole BATCH_GRID, at each
+    mean batch and at its high batch: the same for every setting of the profile, so a
+    planner computes them once (`decode_steps`) and passes them to `capacity_table`."""
+
+    step_s: FloatArray
+    high_step_s: FloatArray
+
+    def rows(self, positions: NDArray[np.int64]) -> DecodeSteps:
+        """The steps of the sizes at `positions`."""
+        return DecodeSteps(self.step_s[positions], self.high_step_s[positions])
+
+
+def decode_steps(profile: ServingProfile, sizes: Sequence[RequestSize]) -> DecodeSteps:
+    """Decode steps of `profile` for `sizes` at every mean batch of BATCH_GRID (each
+    sequence holding its prompt and half its output) and at the batch's high batch."""
+    prompt = np.array([s.prompt_tokens for s in sizes])[:, None]
+    output = np.array([s.output_tokens for s in sizes])[:, None]
+    batch = np.broadcast_to(BATCH_GRID[None, :], (len(sizes), BATCH_GRID.size))
+    per_sequence = prompt + output / 2.0
+    running = np.maximum(batch, 1.0)
+    step = profile.decode_time_s(running.ravel(), (running * per_sequence).ravel())
+    high = np.maximum(high_batch(batch), 1.0)
+    high_step = profile.decode_time_s(high.ravel(), (high * per_sequence).ravel())
+    return DecodeSteps(step.reshape(batch.shape), high_step.reshape(batch.shape))
+
+
 def decode_operating_points(
     profile: ServingProfile,
     sizes: Sequence[RequestSize],
     role: Role,
     settings: ReplicaSettings,
     transfer_s: FloatArray | None = None,
+    steps: DecodeSteps | None = None,
 ) -> OperatingPoints:
     """Operating points of a unified or decode replica over BATCH_GRID (mean batches).
 
@@ -184,22 +222,18 @@ def decode_operating_points(
     batch spread over its tokens, when that is larger). Rate = b / (o x mean iteration).
     TTFT for chunked prefill: the prompt-token queue
     (M/M/1 wait) plus the iterations of the longest prompt's chunks, each a full chunk with
-    the high batch.
+    the high batch. `steps`: `decode_steps(profile, sizes)` when already computed.
     """
     prompt = np.array([s.prompt_tokens for s in sizes])[:, None]
     output = np.array([s.output_tokens for s in sizes])[:, None]
     longest = np.array([s.max_prompt_tokens for s in sizes])[:, None]
-    grid = BATCH_GRID[settings.max_batch >= BATCH_GRID]
-    batch = np.broadcast_to(grid[None, :], (len(sizes), grid.size))
+    columns = int(np.count_nonzero(settings.max_batch >= BATCH_GRID))
+    batch = np.broadcast_to(BATCH_GRID[None, :columns], (len(sizes), columns))
     high = high_batch(batch)
-    running = np.maximum(batch, 1.0)
     per_sequence = prompt + output / 2.0
-    step = profile.decode_time_s(running.ravel(), (running * per_sequence).ravel()).reshape(
-        batch.shape
-    )
-    high_step = profile.decode_time_s(
-        np.maximum(high, 1.0).ravel(), (np.maximum(high, 1.0) * per_sequence).ravel()
-    ).reshape(batch.shape)
+    computed = steps if steps is not None else decode_steps(profile, sizes)
+    step = computed.step_s[:, :columns]
+    high_step = computed.high_step_s[:, :columns]
     prefill_ok = np.ones(batch.shape, dtype=bool)
     chunk = settings.prefill_chunk_tokens
     if role == "unified" and chunk is not None:
@@ -246,16 +280,18 @@ def capacity_table(
     role: Role = "unified",
     transfer_s: FloatArray | None = None,
     settings: ReplicaSettings | None = None,
+    steps: DecodeSteps | None = None,
 ) -> list[Capacity]:
     """Per request size, the largest rate a replica of `profile` in `role` with `settings`
     sustains within `slo` (0 with the failing bound named when even a lone request misses
-    it). Default settings: a batch of up to MAX_BATCH, no chunking."""
+    it). Default settings: a batch of up to MAX_BATCH, no chunking. `steps`:
+    `decode_steps(profile, sizes)` when already computed (unified and decode roles)."""
     if not sizes:
         return []
     chosen = settings or ReplicaSettings()
     if role == "prefill":
         return _prefill_capacities(profile, sizes, slo, chosen)
-    points = decode_operating_points(profile, sizes, role, chosen, transfer_s)
+    points = decode_operating_points(profile, sizes, role, chosen, transfer_s, steps)
     checks: list[tuple[Limit, NDArray[np.bool_]]] = [
         ("tpot", points.tpot_s <= slo.tpot_s),
         ("batch", points.high_batch <= chosen.max_batch),
@@ -263,22 +299,23 @@ def capacity_table(
         ("ttft", (points.ttft_s <= slo.ttft_s) & points.prefill_ok),
     ]
     feasible = np.logical_and.reduce([ok for _, ok in checks])
+    servable = feasible.any(axis=1).tolist()
+    best_columns = np.argmax(np.where(feasible, points.rate_per_s, -np.inf), axis=1).tolist()
+    last = points.rate_per_s.shape[1] - 1
+    what = f"{profile.label} as {role}"
     capacities = []
     for row, size in enumerate(sizes):
-        columns = np.flatnonzero(feasible[row])
-        if columns.size == 0:
+        if not servable[row]:
             limit: Limit = next((name for name, ok in checks if not ok[row, 0]), "batch")
             detail = _lone_detail(profile, size, slo, points, row, limit, role, chosen)
             capacities.append(Capacity(0.0, limit, detail))
             continue
-        best = int(columns[np.argmax(points.rate_per_s[row, columns])])
+        best = best_columns[row]
         limit = "batch"
-        if best < points.rate_per_s.shape[1] - 1:
+        if best < last:
             limit = next((name for name, ok in checks if not ok[row, best + 1]), "batch")
         rate = float(points.rate_per_s[row, best])
-        capacities.append(
-            Capacity(rate, limit, f"{profile.label} as {role}: {rate:.3g} req/s ({limit} binds)")
-        )
+        capacities.append(Capacity(rate, limit, f"{what}: {rate:.3g} req/s ({limit} binds)"))
     return capacities
 
 

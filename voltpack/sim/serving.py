@@ -8,7 +8,9 @@ not by the planner's own arithmetic.
 Routing (`voltpack.policies.inference.routing`): each request's bucket (its position in
 `plan.mix`) selects a front group (unified or prefill) at random in proportion to the
 groups' planned `bucket_rates_per_s`, and for a prefill group also a decode group the same
-way (seeded, so the same seed gives the same result). At its arrival the request starts on
+way (seeded, so the same seed gives the same result); only groups whose context class covers
+the request (prompt + output tokens, `ReplicaGroup.context`) take it, so a request never
+runs on a replica sized for shorter ones. At its arrival the request starts on
 another group of the same role that can serve its bucket within the SLO when that group's
 least-loaded replica would start it sooner (fewer queued prompt tokens times the time per
 prompt token, a free batch slot, room for its KV cache): the router sends a request where it
@@ -22,9 +24,9 @@ replicas run at most its `max_batch` sequences at once, and a unified group with
 `prefill_chunk_tokens` runs chunked prefill (decode steps carrying up to that many prompt
 tokens) instead of prefill priority; the chunk is ignored for prefill and decode groups.
 
-A request counts as unserved (and failing the SLO) when no group serves its bucket, when its
-bucket's prefill group has no decode group, or when it needs more KV cache than one replica
-of its group holds.
+A request counts as unserved (and failing the SLO) when no group serves its bucket or covers
+its context, when its bucket's prefill group has no decode group, or when it needs more KV
+cache than one replica of its group holds.
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ class ServingResult:
     groups: tuple[GroupUsage, ...]
     requests_served: int
     requests_unrouted: int
-    """Requests whose bucket no group (or no decode group after a prefill group) serves."""
+    """Requests whose bucket no group (or no decode group after a prefill group) serves, or
+    whose context no such group's class covers."""
     requests_too_large: int
     """Requests that need more KV cache than one replica of their group holds."""
     duration_s: float

@@ -1,7 +1,8 @@
 """Request-size buckets: a service's requests grouped by prompt and output length.
 
 Each non-empty bucket carries its share of the requests, its mean prompt and output tokens
-(what throughput depends on) and its largest prompt (what the TTFT bound must cover).
+(what throughput depends on), its largest prompt (what the TTFT bound must cover) and its
+longest output (with the largest prompt, what an open-ended bucket's context class must hold).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def request_mix(
                     output_tokens=float(outputs[members].mean()),
                     max_prompt_tokens=float(prompts[members].max()),
                     min_output_tokens=_shortest_decoded(outputs[members]),
+                    max_output_tokens=float(outputs[members].max()),
                 ),
             )
         )

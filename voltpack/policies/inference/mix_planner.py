@@ -13,6 +13,12 @@ role: `unified` replicas run prefill and decode; a bucket's slices may instead b
 prefill pool and a decode pool, possibly on different GPU types (Splitwise, DistServe), with
 the KV cache's transfer between them counted in the decode side's time per token.
 
+Unified and decode replicas are sized per context class (`context_classes.py`): their batch
+cap keeps a full batch at the class's longest context within the TPOT SLO, and they serve
+only the buckets their class covers (capacity 0 for the others), so short requests may go
+to replicas with a large batch, or to small GPUs, while long ones go to replicas sized for
+them.
+
 Variables: slice counts `u[b,c]`, `p[b,c]`, `d[b,c]` (0..slices) and replica counts
 `n_u[c]`, `n_p[c]`, `n_d[c]`; constraints: each bucket's slices are served once
 (`sum_c u + sum_c p = slices`, `sum_c p = sum_c d`) and each pool's load fits its replicas
@@ -34,14 +40,22 @@ from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.inference_profile import ProfileBook, ServingProfile, default_profile_book
 from voltpack.perf.serving_capacity import (
     Capacity,
+    DecodeSteps,
     ReplicaSettings,
+    RequestSize,
     Role,
     ServingSlo,
     batch_cap,
     capacity_table,
-    kv_transfer_s,
+    decode_steps,
 )
 from voltpack.policies.inference.buckets import RequestMix
+from voltpack.policies.inference.context_classes import (
+    MAX_CONTEXT_CLASSES,
+    ContextClass,
+    bucket_context_tokens,
+    context_classes,
+)
 from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
 from voltpack.policies.inference.prices import PriceList
 
@@ -83,21 +97,30 @@ class PlanRequest:
     slices: int = DEFAULT_SLICES
     kv_link_bytes_per_s_per_gpu: float = KV_LINK_BYTES_PER_S_PER_GPU
     time_limit_s: float = TIME_LIMIT_S
+    context_classes: int = MAX_CONTEXT_CLASSES
+    """Most context classes unified and decode replicas are sized for (1: every replica
+    sized for the mix's longest context)."""
 
     def __post_init__(self) -> None:
         if not self.rate_per_s > 0:
             raise InvalidRequestError(f"rate_per_s must be positive, got {self.rate_per_s}")
         if self.slices < 1:
             raise InvalidRequestError(f"slices must be at least 1, got {self.slices}")
+        if self.context_classes < 1:
+            raise InvalidRequestError(
+                f"context_classes must be at least 1, got {self.context_classes}"
+            )
 
 
 @dataclass(frozen=True)
 class ReplicaOption:
-    """One way to run a replica: a profile, its settings and its price per hour."""
+    """One way to run a replica: a profile, its settings, its price per hour and the context
+    class it is sized for (None: any request, prefill replicas)."""
 
     profile: ServingProfile
     settings: ReplicaSettings
     price_per_hour: float
+    context: ContextClass | None = None
 
 
 @dataclass(frozen=True)
@@ -125,38 +148,64 @@ def allowed_profiles(request: PlanRequest, book: ProfileBook) -> list[ServingPro
 
 
 def replica_options(
-    request: PlanRequest, profiles: Sequence[ServingProfile], role: Role
+    request: PlanRequest,
+    profiles: Sequence[ServingProfile],
+    role: Role,
+    classes: Sequence[ContextClass] | None = None,
 ) -> list[ReplicaOption]:
-    """The settings tried per profile. Unified replicas: chunked prefill with each chunk of
-    UNIFIED_CHUNKS and the largest batch whose full iteration (batch plus chunk) stays within
-    the TPOT SLO, so TPOT holds whatever mix of buckets the replica serves; prefill and
-    unified replicas: each utilisation cap of UTILISATION_CAPS; decode replicas: the largest
-    batch within the TPOT SLO. Options that cannot hold one sequence are left out."""
+    """The settings tried per profile. Unified and decode replicas: one option per context
+    class of `classes` (default: `context_classes` of the mix), with the largest batch whose
+    worst iteration (a full batch at the class's longest context, plus a full chunk of
+    UNIFIED_CHUNKS for unified replicas) stays within the TPOT SLO, so TPOT holds whatever
+    mix of the class's buckets the replica serves; prefill and unified replicas: each
+    utilisation cap of UTILISATION_CAPS, the prompt queue's residual size taken over the
+    buckets the class covers (prefill replicas: the whole mix). Options that cannot hold
+    one sequence are left out."""
     buckets = request.mix.buckets
-    context = max(b.size.prompt_tokens + b.size.output_tokens for b in buckets)
-    mean_prompt = sum(b.share * b.size.prompt_tokens for b in buckets)
-    residual_prompt = sum(b.share * b.size.prompt_tokens**2 for b in buckets) / mean_prompt
+    chosen = tuple(classes) if classes is not None else mix_classes(request)
+    bounds = np.array([bucket_context_tokens(b) for b in buckets])
+    shares = np.array([b.share for b in buckets])
+    prompts = np.array([b.size.prompt_tokens for b in buckets])
+
+    def residual(covered: NDArray[np.bool_]) -> float:
+        mean = float((shares * prompts)[covered].sum())
+        return float((shares * prompts**2)[covered].sum()) / mean
+
+    whole_mix = residual(np.ones(len(buckets), dtype=np.bool_))
     options = []
     for profile in profiles:
         price = request.prices.per_gpu_hour(profile.gpu_type) * profile.gpus
-        if role == "decode":
-            cap = batch_cap(profile, request.slo, context)
-            if cap >= 1:
-                options.append(ReplicaOption(profile, ReplicaSettings(max_batch=cap), price))
-            continue
-        for utilisation in UTILISATION_CAPS:
-            if role == "prefill":
+        if role == "prefill":
+            for utilisation in UTILISATION_CAPS:
                 settings = ReplicaSettings(
-                    max_prefill_utilisation=utilisation, queue_prompt_tokens=residual_prompt
+                    max_prefill_utilisation=utilisation, queue_prompt_tokens=whole_mix
                 )
                 options.append(ReplicaOption(profile, settings, price))
+            continue
+        for context in chosen:
+            covered = context.covers(bounds)
+            if not covered.any():
                 continue
-            for chunk in UNIFIED_CHUNKS:
-                cap = batch_cap(profile, request.slo, context, chunk)
+            if role == "decode":
+                cap = batch_cap(profile, request.slo, context.tokens)
                 if cap >= 1:
-                    settings = ReplicaSettings(cap, chunk, utilisation, residual_prompt)
-                    options.append(ReplicaOption(profile, settings, price))
+                    settings = ReplicaSettings(max_batch=cap)
+                    options.append(ReplicaOption(profile, settings, price, context))
+                continue
+            queued = residual(covered)
+            for chunk in UNIFIED_CHUNKS:
+                cap = batch_cap(profile, request.slo, context.tokens, chunk)
+                if cap < 1:
+                    continue
+                for utilisation in UTILISATION_CAPS:
+                    settings = ReplicaSettings(cap, chunk, utilisation, queued)
+                    options.append(ReplicaOption(profile, settings, price, context))
     return options
+
+
+def mix_classes(request: PlanRequest) -> tuple[ContextClass, ...]:
+    """The context classes of the request's mix (at most `request.context_classes`)."""
+    return context_classes(request.mix, request.context_classes)
 
 
 def capacity_tables(
@@ -164,20 +213,28 @@ def capacity_tables(
 ) -> CapacityTables:
     """Capacities of every replica option of every role for every bucket of the mix."""
     sizes = [bucket.size for bucket in request.mix.buckets]
+    bounds = np.array([bucket_context_tokens(b) for b in request.mix.buckets])
+    prompts = np.array([size.prompt_tokens for size in sizes])
     smallest_sender = min(profile.gpus for profile in profiles)
     link = request.kv_link_bytes_per_s_per_gpu * smallest_sender
+    classes = mix_classes(request)
     options: dict[Role, tuple[ReplicaOption, ...]] = {}
     capacity: dict[Role, NDArray[np.float64]] = {}
     details: dict[Role, list[list[Capacity]]] = {}
+    steps: dict[int, DecodeSteps] = {}  # by id of the profile
     for role in roles:
-        options[role] = tuple(replica_options(request, profiles, role))
+        options[role] = tuple(replica_options(request, profiles, role, classes))
         rows = []
         for option in options[role]:
-            transfer = np.array(
-                [kv_transfer_s(option.profile, s.prompt_tokens, link) for s in sizes]
-            )
+            # kv_transfer_s over every bucket's prompt at once
+            transfer = option.profile.model.kv_bytes_per_token * prompts / link
+            shared = None
+            if role != "prefill":
+                if id(option.profile) not in steps:
+                    steps[id(option.profile)] = decode_steps(option.profile, sizes)
+                shared = steps[id(option.profile)]
             rows.append(
-                capacity_table(option.profile, sizes, request.slo, role, transfer, option.settings)
+                class_capacities(option, sizes, bounds, request.slo, role, transfer, shared)
             )
         table = np.array([[c.rate_per_s for c in row] for row in rows]).reshape(
             len(rows), len(sizes)
@@ -189,23 +246,62 @@ def capacity_tables(
     return CapacityTables(options, capacity, details)
 
 
+def class_capacities(
+    option: ReplicaOption,
+    sizes: Sequence[RequestSize],
+    bounds: NDArray[np.int64],
+    slo: ServingSlo,
+    role: Role,
+    transfer_s: NDArray[np.float64],
+    steps: DecodeSteps | None = None,
+) -> list[Capacity]:
+    """`capacity_table` of `option` for the sizes its context class covers (their context
+    bounds `bounds`); 0 with limit `context` for the others. `steps`: the option profile's
+    `decode_steps` for all of `sizes`, if computed."""
+    covered = (
+        np.ones(len(sizes), dtype=np.bool_)
+        if option.context is None
+        else option.context.covers(bounds)
+    )
+    positions = np.flatnonzero(covered)
+    served = capacity_table(
+        option.profile,
+        [sizes[int(p)] for p in positions],
+        slo,
+        role,
+        transfer_s[positions],
+        option.settings,
+        None if steps is None else steps.rows(positions),
+    )
+    row: list[Capacity | None] = [None] * len(sizes)
+    for position, result in zip(positions.tolist(), served, strict=True):
+        row[position] = result
+    what = f"{option.profile.label} as {role}"
+    label = option.context.label if option.context is not None else ""
+    return [
+        capacity
+        if capacity is not None
+        else Capacity(0.0, "context", f"{what} ({label}): requests reach {int(bound):,} tokens")
+        for capacity, bound in zip(row, bounds.tolist(), strict=True)
+    ]
+
+
 def undominated(capacity: NDArray[np.float64], prices: NDArray[np.float64]) -> list[int]:
-    """Rows no other row dominates: another option at most as expensive that serves every
-    bucket at least as fast (and one strictly better, or an earlier identical row). Leaving a
-    dominated option out cannot raise the optimum: any plan using it can use the dominating
-    option instead at no more cost."""
+    """Rows that serve some bucket and that no other row dominates. Row j dominates row i
+    when, for the largest whole k with k x price_j <= price_i, k replicas of j serve every
+    bucket at least as fast as one of i (k = 1: j is at most as expensive and as fast; then
+    one strictly better, or j an earlier identical row). Leaving a dominated option out
+    cannot raise the optimum: any plan using n replicas of it can use k x n replicas of the
+    dominating option instead, each with 1/k of the load, at no more cost."""
     keep = []
-    for i in range(capacity.shape[0]):
-        dominated = False
-        for j in range(capacity.shape[0]):
-            if j == i or prices[j] > prices[i] or (capacity[j] < capacity[i]).any():
-                continue
-            strictly = prices[j] < prices[i] or (capacity[j] > capacity[i]).any()
-            if strictly or j < i:
-                dominated = True
-                break
-        if not dominated:
-            keep.append(i)
+    order = np.arange(capacity.shape[0])
+    for i in np.flatnonzero((capacity > 0).any(axis=1)):
+        multiple = np.floor(prices[i] / prices + 1e-9)[:, None]
+        dominated = (multiple >= 1)[:, 0] & (multiple * capacity >= capacity[i]).all(axis=1)
+        strictly = (prices < prices[i]) | (capacity > capacity[i]).any(axis=1)
+        dominated &= (strictly | (order < i)) & (order != i)
+        if not dominated.any():
+            keep.append(int(i))
     return keep
 
 
@@ -215,17 +311,7 @@ def _check_servable(
     roles: Sequence[Role],
     profiles: Sequence[ServingProfile],
 ) -> None:
-    buckets = len(request.mix.buckets)
-
-    def best(role: Role) -> NDArray[np.float64]:
-        table = tables.capacity.get(role)
-        if table is None or table.shape[0] == 0:
-            return np.zeros(buckets)
-        return np.asarray(table.max(axis=0), dtype=np.float64)
-
-    servable = best("unified") > 0
-    if "prefill" in roles:
-        servable |= np.minimum(best("prefill"), best("decode")) > 0
+    servable = servable_by(tables, roles, len(request.mix.buckets))
     for position in np.flatnonzero(~servable):
         bucket = request.mix.buckets[int(position)]
         reasons = sorted(
@@ -233,7 +319,7 @@ def _check_servable(
                 row[int(position)].detail
                 for role in roles
                 for row in tables.details.get(role, [])
-                if row[int(position)].rate_per_s <= 0
+                if row[int(position)].rate_per_s <= 0 and row[int(position)].limit != "context"
             }
         )
         if not tables.options.get("unified"):
@@ -387,6 +473,7 @@ def replica_group(
         capacity_per_s=capacity,
         max_batch=option.settings.max_batch,
         prefill_chunk_tokens=option.settings.prefill_chunk_tokens,
+        context=option.context,
     )
 
 
@@ -434,22 +521,47 @@ def plan_service(request: PlanRequest, book: ProfileBook | None = None) -> Servi
     return solve_plan(request, tables, roles=roles)
 
 
-def best_single_type_plan(request: PlanRequest, book: ProfileBook | None = None) -> ServingPlan:
-    """The cheapest plan that uses one GPU type only (any TP degrees, unified replicas): the
-    baseline Mélange compares against. Raises InfeasiblePlanError when no type alone serves
-    every bucket."""
+def best_single_type_plan(
+    request: PlanRequest, book: ProfileBook | None = None, split: bool = False
+) -> ServingPlan:
+    """The cheapest plan that uses one GPU type only (any TP degrees and context classes,
+    unified replicas; with `split` and `request.allow_split` also prefill and decode pools,
+    both on that type): the baseline Mélange compares against, and with `split` the one
+    that has every right voltpack's planner has except mixing types. Raises
+    InfeasiblePlanError when no type alone serves every bucket."""
     profiles = allowed_profiles(request, book or default_profile_book())
-    tables = capacity_tables(request, profiles, ("unified",))
+    roles: tuple[Role, ...] = ROLES if split and request.allow_split else ("unified",)
+    tables = capacity_tables(request, profiles, roles)
     best: ServingPlan | None = None
     for gpu_type in dict.fromkeys(p.gpu_type for p in profiles):
-        chosen = [
-            i for i, o in enumerate(tables.options["unified"]) if o.profile.gpu_type == gpu_type
-        ]
-        if not chosen or (tables.capacity["unified"][chosen].max(axis=0) <= 0).any():
+        if not servable_by(tables, roles, len(request.mix.buckets), gpu_type).all():
             continue
-        plan = solve_plan(request, tables, (gpu_type,), ("unified",), f"single:{gpu_type}")
+        plan = solve_plan(request, tables, (gpu_type,), roles, f"single:{gpu_type}")
         if best is None or plan.cost_per_hour < best.cost_per_hour:
             best = plan
     if best is None:
         raise InfeasiblePlanError("no single allowed GPU type serves every bucket within the SLO")
     return best
+
+
+def servable_by(
+    tables: CapacityTables, roles: Sequence[Role], buckets: int, gpu_type: str | None = None
+) -> NDArray[np.bool_]:
+    """Per bucket, whether the options of `roles` (of `gpu_type` only, if given) serve it:
+    a unified option, or a prefill and a decode option."""
+
+    def best(role: Role) -> NDArray[np.float64]:
+        table = tables.capacity.get(role)
+        chosen = [
+            i
+            for i, option in enumerate(tables.options.get(role, ()))
+            if gpu_type is None or option.profile.gpu_type == gpu_type
+        ]
+        if table is None or not chosen:
+            return np.zeros(buckets)
+        return np.asarray(table[chosen].max(axis=0), dtype=np.float64)
+
+    servable = best("unified") > 0
+    if "prefill" in roles and "decode" in roles:
+        servable |= np.minimum(best("prefill"), best("decode")) > 0
+    return np.asarray(servable, dtype=np.bool_)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 from voltpack.perf.inference_profile import ServingProfile
 from voltpack.perf.serving_capacity import MAX_BATCH, Role, ServingSlo
 from voltpack.policies.inference.buckets import RequestMix
+from voltpack.policies.inference.context_classes import ContextClass
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,16 @@ class ReplicaGroup:
     """Unified replicas: prompt tokens added to each decode iteration (chunked prefill, the
     engine's `max_num_batched_tokens` less the batch); None = whole prompts first (prefill
     priority, stalling the batch)."""
+    context: ContextClass | None = None
+    """The longest context (prompt + output tokens) the replicas are sized for: the router
+    sends them no longer request (unless the class is open-ended). None: any request
+    (prefill replicas, and groups made without classes)."""
+
+    def covers(self, context_tokens: ArrayLike) -> NDArray[np.bool_]:
+        """Per context (prompt + output tokens), whether this group's class takes it."""
+        if self.context is None:
+            return np.ones(np.shape(context_tokens), dtype=np.bool_)
+        return self.context.covers(context_tokens)
 
     @property
     def gpus(self) -> int:
@@ -52,12 +66,15 @@ class ReplicaGroup:
 
     @property
     def label(self) -> str:
-        """Text such as `3 x llama2-70b/H100-SXM/TP4 (unified, chunk 256, batch <= 40)`."""
+        """Text such as `3 x llama2-70b/H100-SXM/TP4 (unified, chunk 256, batch <= 40,
+        ctx <= 2,048)`."""
         settings: list[str] = [self.role]
         if self.role == "unified" and self.prefill_chunk_tokens is not None:
             settings.append(f"chunk {self.prefill_chunk_tokens}")
         if self.role != "prefill":
             settings.append(f"batch <= {self.max_batch}")
+        if self.context is not None:
+            settings.append(self.context.label)
         return f"{self.replicas} x {self.profile.label} ({', '.join(settings)})"
 
 
