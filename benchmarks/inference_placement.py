@@ -50,7 +50,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -203,34 +203,13 @@ def _try(planner: Callable[[PlanRequest], ServingPlan], request: PlanRequest) ->
         return f"infeasible: {exc}"
 
 
-SPLIT_UNAVAILABLE = "split rights unavailable in this planner: the unsplit plan stands in"
-
-
-def _with_split(planner: Callable[..., ServingPlan]) -> Callable[[PlanRequest], ServingPlan]:
-    """`planner` called with split rights (`split=True`)."""
-
-    def call(request: PlanRequest) -> ServingPlan:
-        try:
-            return planner(request, split=True)
-        # TODO(integration): remove this fallback once best_single_type_plan and melange_plan
-        # take `split=` (the planner-core change of issue 33); it keeps the benchmark running
-        # on the old core, where the "split" baselines are then their unsplit plans.
-        except TypeError as exc:
-            if "split" not in str(exc):
-                raise
-            plan = planner(request)
-            return replace(plan, notes=(*plan.notes, SPLIT_UNAVAILABLE))
-
-    return call
-
-
 def plans_for(request: PlanRequest) -> dict[str, ServingPlan | str]:
     """The five plans of a setting (PLANNERS), or why one is infeasible."""
     planners: dict[str, Callable[[PlanRequest], ServingPlan]] = {
         "voltpack": plan_service,
-        "best_single_type_split": _with_split(best_single_type_plan),
+        "best_single_type_split": partial(best_single_type_plan, split=True),
         "best_single_type": best_single_type_plan,
-        "melange_split": _with_split(melange_plan),
+        "melange_split": partial(melange_plan, split=True),
         "melange": melange_plan,
     }
     return {name: _try(planners[name], request) for name in PLANNERS}
@@ -309,8 +288,6 @@ def sweep_row(
             result["attainment_in_sample_feasible_pct"] = (
                 round(100 * float(inside.met_slo[ok].mean()), 2) if ok is not None else None
             )
-        if SPLIT_UNAVAILABLE in plan.notes:
-            result["split_rights"] = SPLIT_UNAVAILABLE
         if plan.formulation.startswith("single:"):
             result["type"] = plan.formulation.removeprefix("single:")
         row[name] = result
@@ -405,8 +382,7 @@ def _cell(result: dict[str, Any]) -> str:
     if "error" in result:
         return "infeasible"
     mark = " †" if result.get("extrapolated_profiles") else ""
-    stand_in = " ‡" if result.get("split_rights") else ""
-    return f"${result['cost_per_hour']:.1f}{mark}{stand_in}"
+    return f"${result['cost_per_hour']:.1f}{mark}"
 
 
 def _pct(value: float | None) -> str:
@@ -453,8 +429,7 @@ def sweep_lines(rows: list[dict[str, Any]]) -> list[str]:
 MARKS = (
     "† rests on an extrapolated profile: Splitwise's measurements have no point for this model "
     "on this GPU type (only llama2-70b on A100-80GB and H100 is measured), so its latency is "
-    "the roofline with coefficients fitted on other settings. ‡ the planner in this build has "
-    "no split rights for this baseline; its unsplit plan stands in."
+    "the roofline with coefficients fitted on other settings."
 )
 
 
@@ -572,7 +547,7 @@ def markdown(figures: dict[str, Any]) -> str:
 
 
 def _above(rows: list[dict[str, Any]], key: str) -> int:
-    return sum((row.get(key) if row.get(key) is not None else 0) < -0.01 for row in rows)
+    return sum((row.get(key) or 0.0) < -0.01 for row in rows)
 
 
 def _met(rows: list[dict[str, Any]], goal_pct: float) -> int:

@@ -220,9 +220,14 @@ def test_a_service_gets_replicas_of_the_planned_gpu_types_with_the_reason(
         gpu_type = labels["voltpack.io/gpu-type"]
         assert default_catalog().get(node_models[pod.spec.node_name]).name == gpu_type
         tp = int(pod.spec.containers[0].resources.limits["nvidia.com/gpu"])
-        assert labels["voltpack.io/inference-group"] == (
-            f"{gpu_type.lower()}-tp{tp}-{labels['voltpack.io/inference-role']}"
-        )
+        key = labels["voltpack.io/inference-group"]
+        assert key.startswith(f"{gpu_type.lower()}-tp{tp}-{labels['voltpack.io/inference-role']}")
+        # the group's context class and batch cap reach the server as flags it can use
+        env = {variable.name: variable.value for variable in pod.spec.containers[0].env}
+        assert int(env["VOLTPACK_MAX_BATCH"]) >= 1
+        assert ("-ctx" in key) == ("VOLTPACK_MAX_CONTEXT_TOKENS" in env)
+        if "-ctx" in key:
+            assert f"-ctx{env['VOLTPACK_MAX_CONTEXT_TOKENS']}" in key
         assert len(pod.metadata.annotations["voltpack.io/gpu-indices"].split(",")) == tp
         assert pod.spec.scheduler_name == "voltpack" and not pod.spec.priority
         assert pod.metadata.annotations["voltpack.io/priority"] == "1000"

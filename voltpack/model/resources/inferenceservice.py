@@ -234,6 +234,18 @@ class PlannedGroup(ResourceModel):
     load: float = Field(default=0.0, ge=0, description="planned load, in replicas")
     extrapolated: bool = Field(description="the profile has no measured point behind it")
     basis: str = Field(default="", description="what the group's performance profile rests on")
+    context_tokens: int | None = Field(
+        default=None,
+        ge=2,
+        description="the longest context (prompt + output tokens) the replicas are sized for "
+        "and routed; absent: any length",
+    )
+    max_batch: int | None = Field(
+        default=None, ge=1, description="the batch cap that keeps the TPOT SLO"
+    )
+    prefill_chunk_tokens: int | None = Field(
+        default=None, ge=1, description="chunked-prefill size of unified replicas"
+    )
     buckets: list[BucketServed] = Field(default_factory=list)
 
 

@@ -179,6 +179,15 @@ def planned_groups(plan: ServingPlan) -> list[PlannedGroup]:
                 load=round(group.load, 6),
                 extrapolated=group.profile.extrapolated,
                 basis=group.profile.basis,
+                context_tokens=(
+                    group.context.tokens
+                    if group.context is not None and not group.context.open_ended
+                    else None
+                ),
+                max_batch=group.max_batch,
+                prefill_chunk_tokens=(
+                    group.prefill_chunk_tokens if group.role == "unified" else None
+                ),
                 buckets=buckets,
             )
         )
@@ -186,9 +195,17 @@ def planned_groups(plan: ServingPlan) -> list[PlannedGroup]:
 
 
 def group_key(group: PlannedGroup) -> str:
-    """A group's name in pod names and labels, e.g. `a100-80gb-tp4-prefill`."""
+    """A group's name in pod names and labels, e.g. `a100-80gb-tp4-prefill`, with its context
+    class when bounded (`l4-tp1-decode-ctx2302`) and a unified group's prefill chunk
+    (`a10-tp4-unified-chunk256`): one plan may hold groups of one profile and role that
+    differ only in those."""
     slug = re.sub(r"[^a-z0-9]+", "-", group.gpu_type.lower()).strip("-")
-    return f"{slug}-tp{group.tensor_parallel}-{group.role}"
+    key = f"{slug}-tp{group.tensor_parallel}-{group.role}"
+    if group.context_tokens is not None:
+        key += f"-ctx{group.context_tokens}"
+    if group.prefill_chunk_tokens is not None:
+        key += f"-chunk{group.prefill_chunk_tokens}"
+    return key
 
 
 def groups_text(groups: Sequence[PlannedGroup]) -> str:
@@ -196,7 +213,9 @@ def groups_text(groups: Sequence[PlannedGroup]) -> str:
     if not groups:
         return "no replicas"
     return ", ".join(
-        f"{g.replicas} x {g.gpu_type}/TP{g.tensor_parallel} ({g.role})" for g in groups
+        f"{g.replicas} x {g.gpu_type}/TP{g.tensor_parallel} ({g.role}"
+        f"{'' if g.context_tokens is None else f', ctx <= {g.context_tokens:,}'})"
+        for g in groups
     )
 
 

@@ -89,6 +89,18 @@ def kv_annotations(service: str, pool_size: int, level_label: str) -> dict[str, 
     }
 
 
+def _sizing_env(group: PlannedGroup) -> list[dict[str, str]]:
+    """What the replica was sized for, for the server's flags (e.g. vLLM's
+    `--max-model-len=$(VOLTPACK_MAX_CONTEXT_TOKENS)`, `--max-num-seqs=$(VOLTPACK_MAX_BATCH)`):
+    only the bounds the plan has."""
+    sizing = {
+        "VOLTPACK_MAX_CONTEXT_TOKENS": group.context_tokens,
+        "VOLTPACK_MAX_BATCH": group.max_batch,
+        "VOLTPACK_PREFILL_CHUNK_TOKENS": group.prefill_chunk_tokens,
+    }
+    return [{"name": name, "value": str(value)} for name, value in sizing.items() if value]
+
+
 def replica_pod(
     service: dict[str, Any],
     spec: InferenceServiceSpec,
@@ -106,6 +118,7 @@ def replica_pod(
         {"name": "VOLTPACK_ROLE", "value": group.role},
         {"name": "VOLTPACK_GPU_TYPE", "value": group.gpu_type},
         {"name": "VOLTPACK_TENSOR_PARALLEL", "value": str(group.tensor_parallel)},
+        *_sizing_env(group),
     ]
     given = {variable.name for variable in container.env}
     env = [e for e in env if e["name"] not in given]
