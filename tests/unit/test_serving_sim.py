@@ -610,3 +610,34 @@ def test_bad_input_raises_invalid_request_error(h100: ServingProfile) -> None:
     for bad_plan, bad_requests, options, message in cases:
         with pytest.raises(InvalidRequestError, match=message):
             simulate_serving(bad_plan, bad_requests, **options)  # type: ignore[arg-type]
+
+
+def test_a_size_the_plan_never_saw_is_served_by_the_next_larger_bucket(
+    h100: ServingProfile,
+) -> None:
+    # planned from two sizes; replayed with a third, between them, that no bucket holds
+    planned = requests([0.0, 1.0], [100, 5000], [10, 700])
+    fleet = plan(planned, [(h100, "unified", 1)])
+    small, large = (int(fleet.mix.bucket_of([p], [o])[0]) for p, o in ((100, 10), (5000, 700)))
+    reqs = requests([0.0, 10.0, 20.0], [100, 700, 9000], [10, 40, 900])
+    assert fleet.mix.bucket_of(reqs.prompt_tokens, reqs.output_tokens).tolist() == [small, -1, -1]
+    # the unseen middle size goes to the bucket at least as large; past every bucket, the largest
+    assert fleet.mix.serving_bucket_of(reqs.prompt_tokens, reqs.output_tokens).tolist() == [
+        small,
+        large,
+        large,
+    ]
+    only_large = with_fields(fleet, bucket_rates_per_s={large: 1.0})
+    result = simulate_serving(only_large, reqs)
+    assert result.served.tolist() == [False, True, True]
+    assert result.requests_unrouted == 1
+
+
+def test_the_nearest_covering_bucket_is_the_fewest_bins_away() -> None:
+    mix = request_mix([100, 600, 700, 3000], [10, 100, 20, 10])
+    sizes = ((600, 100), (700, 20), (3000, 10))
+    wide, near, long = (int(mix.bucket_of([p], [o])[0]) for p, o in sizes)
+    # (200, 20) is held in both bins by (600, 100) and (700, 20); the latter is fewer bins away
+    assert mix.serving_bucket_of([200], [20]).tolist() == [near]
+    assert mix.serving_bucket_of([200], [90]).tolist() == [wide]
+    assert mix.serving_bucket_of([2000], [12]).tolist() == [long]

@@ -58,6 +58,31 @@ class RequestMix:
         lookup = {b.index: position for position, b in enumerate(self.buckets)}
         return np.array([lookup.get(int(g), -1) for g in grid], dtype=np.int64)
 
+    def serving_bucket_of(self, prompt_tokens: ArrayLike, output_tokens: ArrayLike) -> np.ndarray:
+        """The bucket whose groups serve each request: its own (`bucket_of`); for a size the
+        mix holds no bucket for (its requests never had it: a plan meets new sizes), the
+        nearest bucket at least as large in both prompt and output bins (fewest bins away,
+        then the smaller prompt bin), whose groups are sized for longer requests; past every
+        bucket, the one of the largest prompt bin, then output bin. -1 only for an empty mix."""
+        positions = self.bucket_of(prompt_tokens, output_tokens)
+        missing = positions < 0
+        if not missing.any() or not self.buckets:
+            return positions
+        grid = _grid_index(self.prompt_edges, self.output_edges, prompt_tokens, output_tokens)
+        cells = np.array([bucket.index for bucket in self.buckets])
+        prompt_bins, output_bins = np.divmod(cells, len(self.output_edges))
+        largest = int(np.lexsort((output_bins, prompt_bins))[-1])
+        for cell in np.unique(grid[missing]):
+            prompt_bin, output_bin = divmod(int(cell), len(self.output_edges))
+            covering = (prompt_bins >= prompt_bin) & (output_bins >= output_bin)
+            pick = largest
+            if covering.any():
+                away = (prompt_bins - prompt_bin) + (output_bins - output_bin)
+                ranked = np.lexsort((prompt_bins, np.where(covering, away, np.iinfo(np.int64).max)))
+                pick = int(ranked[0])
+            positions[missing & (grid == cell)] = pick
+        return positions
+
 
 def _grid_index(
     prompt_edges: Sequence[int],

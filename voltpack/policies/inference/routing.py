@@ -48,7 +48,7 @@ def route_requests(
     large = too_large(plan.groups, front, decode, prompts, outputs)
     front = np.where(large, -1, front)
     decode = np.where(large, -1, decode)
-    buckets = plan.mix.bucket_of(prompts, outputs)
+    buckets = plan.mix.serving_bucket_of(prompts, outputs)
     covered = coverage(plan.groups, prompts + outputs)
     serving: dict[tuple[int, int, bytes], tuple[int, ...]] = {}
     alternatives: list[tuple[int, ...]] = []
@@ -86,7 +86,7 @@ def _route(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
     """Per request, its front group, its decode group (after a prefill group, else -1), and
     whether it is unrouted (then both are -1)."""
-    buckets = plan.mix.bucket_of(prompts, outputs)
+    buckets = plan.mix.serving_bucket_of(prompts, outputs)
     draws = np.random.default_rng(seed).random((2, prompts.size))
     covered = coverage(plan.groups, prompts + outputs)
     front = choose_groups(plan.groups, ("unified", "prefill"), buckets, draws[0], covered)
