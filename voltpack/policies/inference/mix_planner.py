@@ -56,6 +56,7 @@ from voltpack.policies.inference.context_classes import (
     bucket_context_tokens,
     context_classes,
 )
+from voltpack.policies.inference.load_balance import balanced_solution
 from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
 from voltpack.policies.inference.prices import PriceList
 
@@ -441,6 +442,15 @@ def solve_plan(
     if result.x is None:
         raise InfeasiblePlanError(f"the {formulation} plan has no solution: {result.message}")
     solution = np.asarray(result.x, dtype=np.float64)
+    if not integer_slices:  # Mélange's integer slices keep its own split
+        solution = balanced_solution(
+            matrix,
+            np.array(lower),
+            np.array(upper),
+            np.array(model.upper),
+            list(model.replica_columns.values()),
+            solution,
+        )
     groups = []
     for (role, o), replica_column in model.replica_columns.items():
         replicas = round(solution[replica_column])
