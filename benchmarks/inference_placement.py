@@ -217,7 +217,7 @@ def plans_for(request: PlanRequest) -> dict[str, ServingPlan | str]:
 
 def outside_mix(mix: RequestMix, requests: LlmRequests) -> int:
     """Requests whose size falls in no bucket of `mix` (a size the planning window never
-    held): no plan made from that window routes them."""
+    held): the router serves them with the groups of the nearest larger bucket."""
     return int((mix.bucket_of(requests.prompt_tokens, requests.output_tokens) < 0).sum())
 
 
@@ -470,7 +470,8 @@ def goal_lines(summary: dict[str, Any]) -> list[str]:
         "",
         f"Requests no allowed type serves within the SLO even on an idle replica: "
         f"{summary['requests_infeasible_idle']}; held-out requests of a size the planning "
-        f"window never held (no plan routes them): {summary['requests_outside_planned_buckets']}."
+        f"window never held (served by the groups of the nearest larger planned bucket): "
+        f"{summary['requests_outside_planned_buckets']}."
         f" Plans resting on extrapolated profiles: {summary['extrapolated_plans']} of "
         f"{summary['plans']}.",
     ]
