@@ -8,6 +8,7 @@ load arrives; reactive scaling plans for the rate just measured.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,12 +120,18 @@ def backlog_planning_rate_per_s(
         backlog = before - drain * times
         return float(np.quantile(backlog - np.minimum.accumulate(backlog), quantile) / drain)
 
-    low = 1e-9
-    # at `high` the whole trace drains within `wait_s` of its first arrival
+    # at the upper bound the whole trace drains within `wait_s` of its first arrival
     high = max(float(tokens.sum()) / mean_prompt / wait_s, 1e-6)
-    for _ in range(60):
+    return _smallest_rate(lambda rate: wait_quantile_s(rate) <= wait_s, high, 60)
+
+
+def _smallest_rate(meets: Callable[[float], bool], high: float, iterations: int) -> float:
+    """The smallest rate in (0, `high`] that `meets` the goal (monotone in the rate), by
+    geometric bisection to 1e-4 relative."""
+    low = 1e-9
+    for _ in range(iterations):
         middle = (low * high) ** 0.5
-        if wait_quantile_s(middle) <= wait_s:
+        if meets(middle):
             high = middle
         else:
             low = middle
@@ -188,14 +195,5 @@ def slot_backlog_planning_rate_per_s(
         late_s = np.where(slope > 0, rising, np.where(slope < 0, falling, flat))
         return float(np.sum(arrived * late_s / slot_s))
 
-    low = 1e-9
     high = max(total / wait_s, 1e-6)  # drains every token of the window within wait_s
-    for _ in range(80):
-        middle = (low * high) ** 0.5
-        if late_requests(middle) <= allowed_late:
-            high = middle
-        else:
-            low = middle
-        if high - low <= 1e-4 * high:
-            break
-    return high
+    return _smallest_rate(lambda rate: late_requests(rate) <= allowed_late, high, 80)
