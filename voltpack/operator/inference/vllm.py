@@ -28,7 +28,6 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import httpx
@@ -36,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources.inferenceservice import MetricsEndpoint
+from voltpack.operator.kube.timestamps import pod_start_s
 
 SUCCESS_FAMILY = "vllm:request_success"
 """vLLM's counter of finished requests (sample `vllm:request_success_total`)."""
@@ -102,15 +102,6 @@ def arrivals_between(before: PodSample, after: PodSample) -> float:
     return max(0.0, finished + after.in_flight - before.in_flight)
 
 
-def _seconds(text: object) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def endpoints_of(pods: Iterable[dict[str, Any]], metrics: MetricsEndpoint) -> list[Endpoint]:
     """The Running replicas with an IP, and their metrics URL."""
     found = []
@@ -127,7 +118,7 @@ def endpoints_of(pods: Iterable[dict[str, Any]], metrics: MetricsEndpoint) -> li
                 pod=meta["name"],
                 uid=str(meta.get("uid") or meta["name"]),
                 url=f"http://{host}:{metrics.port}{metrics.path}",
-                started_s=_seconds(status.get("startTime")),
+                started_s=pod_start_s(pod),
             )
         )
     return sorted(found, key=lambda e: e.pod)

@@ -20,7 +20,6 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 from voltpack.model.data_files import DATA_DIR_ENV, data_dir_candidates, find_data_dir
 from voltpack.model.errors import PolicyError, TraceFormatError
 from voltpack.model.resources import API_GROUP, API_VERSION, GpuJobSpec
+from voltpack.operator.kube.timestamps import created_s
 from voltpack.operator.scheduling.training_rounds import (
     ServiceClock,
     Workers,
@@ -115,16 +115,6 @@ def job_object(job: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "GPUJob", **job}
 
 
-def _created_s(job: Mapping[str, Any]) -> float | None:
-    text = job["metadata"].get("creationTimestamp")
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 class HeteroAllocator:
     """The operator's heterogeneity-aware training state: the refined table, the allocation."""
 
@@ -159,7 +149,10 @@ class HeteroAllocator:
         jobs: list[TrainingJob] = []
         specs: dict[str, GpuJobSpec] = {}
         seen: set[str] = set()
-        for job in sorted(gpujobs, key=lambda j: (_created_s(j) or 0.0, _key(j))):
+        for job in sorted(
+            gpujobs,
+            key=lambda j: (created_s(j) or 0.0, _key(j)),
+        ):
             key = _key(job)
             if job["metadata"].get("deletionTimestamp"):
                 continue
@@ -289,7 +282,7 @@ class HeteroAllocator:
             return None
         if key not in self._ids:
             self._ids[key] = max(self._ids.values(), default=-1) + 1
-        created = _created_s(job)
+        created = created_s(job)
         training = TrainingJob(
             job_id=self._ids[key],
             name=key,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -35,6 +34,7 @@ from voltpack.operator.kube.conventions import (
     WORLD_SIZE_ANNOTATION,
 )
 from voltpack.operator.kube.status_writes import patch_status_guarded
+from voltpack.operator.kube.timestamps import pod_start_s
 from voltpack.operator.kube.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.operator.power.objects import rfc3339, with_transition
 from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES
@@ -124,7 +124,7 @@ def running_gangs(pods: Iterable[dict[str, Any]], snapshot: ClusterSnapshot) -> 
     for name, entries in sorted(members.items()):
         entries.sort(key=lambda entry: _annotation_int(entry[0], RANK_ANNOTATION) or 0)
         queue, preemptible = gang_queue(entries[0][0])
-        starts = [_start_s(pod) for pod, _, _, _ in entries]
+        starts = [pod_start_s(pod) for pod, _, _, _ in entries]
         gangs.append(
             RunningGang(
                 name=name,
@@ -151,16 +151,6 @@ def _elastic_minimum(pods: list[dict[str, Any]]) -> int | None:
         return None
     minimums = [m for p in pods if (m := _annotation_int(p, MIN_MEMBERS_ANNOTATION)) is not None]
     return max(minimums) if minimums else None
-
-
-def _start_s(pod: dict[str, Any]) -> float | None:
-    text = (pod.get("status") or {}).get("startTime")
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class QueueWriter:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from kubernetes.client import CoreV1Api
@@ -20,6 +19,7 @@ from kubernetes.client import CoreV1Api
 from voltpack.model.errors import InvalidRequestError
 from voltpack.operator.kube.binder import record_event
 from voltpack.operator.kube.client import api_message, call_json, status_code
+from voltpack.operator.kube.timestamps import pod_start_s
 from voltpack.operator.kube.translate import pod_from_k8s
 from voltpack.operator.scheduling.jobs import JOB_LABEL, owning_job
 from voltpack.scheduler.round_moves import Move
@@ -47,16 +47,6 @@ class Workers:
         return next(iter(self.models)) if len(self.models) == 1 else None
 
 
-def _start_s(pod: Mapping[str, Any]) -> float | None:
-    text = (pod.get("status") or {}).get("startTime")
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def workers_by_job(
     pods: Iterable[dict[str, Any]], node_models: Mapping[str, str]
 ) -> dict[str, Workers]:
@@ -73,7 +63,7 @@ def workers_by_job(
         workers.pods.append(pod)
         workers.leaving = workers.leaving or bool(meta.get("deletionTimestamp"))
         node = (pod.get("spec") or {}).get("nodeName")
-        starts.setdefault(key, []).append(_start_s(pod) if node else None)
+        starts.setdefault(key, []).append(pod_start_s(pod) if node else None)
         if node:
             workers.bound += 1
             if node in node_models:
