@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from voltpack.perf.inference_profile import FloatArray, ServingProfile
 from voltpack.perf.links import PerfModelError
+
+PromptTokens = TypeVar("PromptTokens", float, FloatArray)
 
 Role = Literal["unified", "prefill", "decode"]
 Limit = Literal["ttft", "tpot", "kv-cache", "batch", "context", "none"]
@@ -118,8 +120,11 @@ def ttft_wait_s(utilisation: FloatArray, service_s: FloatArray) -> FloatArray:
     return np.asarray(np.where(rho > tail, wait, 0.0), dtype=np.float64)
 
 
-def kv_transfer_s(profile: ServingProfile, prompt_tokens: float, link_bytes_per_s: float) -> float:
-    """Time to move a prompt's KV cache from a prefill to a decode replica."""
+def kv_transfer_s(
+    profile: ServingProfile, prompt_tokens: PromptTokens, link_bytes_per_s: float
+) -> PromptTokens:
+    """Time to move a prompt's KV cache (or each of an array of prompts') from a prefill to
+    a decode replica."""
     return profile.model.kv_bytes_per_token * prompt_tokens / link_bytes_per_s
 
 

@@ -55,6 +55,10 @@ class RequestMix:
     def bucket_of(self, prompt_tokens: ArrayLike, output_tokens: ArrayLike) -> np.ndarray:
         """Index into `buckets` of each request (-1 for a size no bucket holds)."""
         grid = _grid_index(self.prompt_edges, self.output_edges, prompt_tokens, output_tokens)
+        return self._positions(grid)
+
+    def _positions(self, grid: np.ndarray) -> np.ndarray:
+        """Index into `buckets` of each grid cell (-1 for a cell no bucket holds)."""
         lookup = {b.index: position for position, b in enumerate(self.buckets)}
         return np.array([lookup.get(int(g), -1) for g in grid], dtype=np.int64)
 
@@ -64,11 +68,11 @@ class RequestMix:
         nearest bucket at least as large in both prompt and output bins (fewest bins away,
         then the smaller prompt bin), whose groups are sized for longer requests; past every
         bucket, the one of the largest prompt bin, then output bin. -1 only for an empty mix."""
-        positions = self.bucket_of(prompt_tokens, output_tokens)
+        grid = _grid_index(self.prompt_edges, self.output_edges, prompt_tokens, output_tokens)
+        positions = self._positions(grid)
         missing = positions < 0
         if not missing.any() or not self.buckets:
             return positions
-        grid = _grid_index(self.prompt_edges, self.output_edges, prompt_tokens, output_tokens)
         cells = np.array([bucket.index for bucket in self.buckets])
         prompt_bins, output_bins = np.divmod(cells, len(self.output_edges))
         largest = int(np.lexsort((output_bins, prompt_bins))[-1])

@@ -48,6 +48,7 @@ from voltpack.perf.serving_capacity import (
     batch_cap,
     capacity_table,
     decode_steps,
+    kv_transfer_s,
 )
 from voltpack.policies.inference.buckets import RequestMix
 from voltpack.policies.inference.context_classes import (
@@ -227,8 +228,7 @@ def capacity_tables(
         options[role] = tuple(replica_options(request, profiles, role, classes))
         rows = []
         for option in options[role]:
-            # kv_transfer_s over every bucket's prompt at once
-            transfer = option.profile.model.kv_bytes_per_token * prompts / link
+            transfer = kv_transfer_s(option.profile, prompts, link)
             shared = None
             if role != "prefill":
                 if id(option.profile) not in steps:
