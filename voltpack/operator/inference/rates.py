@@ -176,13 +176,8 @@ class RateTracker:
             )
             self._histories[key] = history
         history.observe(now_s, observed_per_s)
-        if scaling.mode == "reactive":
-            rate = PlanningRate(observed_per_s, f"measured ({OBSERVED_RATE_ANNOTATION})")
-        elif scaling.mode == "burst":
-            rate = burst_rate(history, spec, f"measured ({OBSERVED_RATE_ANNOTATION})")
-        else:
-            rate = self._forecast(key, history, scaling)
-        return floored(rate)
+        latest = PlanningRate(observed_per_s, f"measured ({OBSERVED_RATE_ANNOTATION})")
+        return self._rate_by_mode(key, spec, history, latest, latest.source, "")
 
     def counted_planning_rate(
         self,
@@ -202,14 +197,29 @@ class RateTracker:
         history.values = [count / step_s for count in counts]
         history.version = version
         label = "vLLM request counters (vllm:request_success_total + in flight)"
-        if scaling.mode == "reactive":
-            rate = PlanningRate(history.values[-1], f"measured, {label}, latest {step_s:g} s slot")
-        elif scaling.mode == "burst":
-            rate = burst_rate(history, spec, label)
-        else:
-            forecast = self._forecast(key, history, scaling)
-            rate = PlanningRate(forecast.rate_per_s, f"{forecast.source}, from {label}")
-        return floored(rate)
+        latest = PlanningRate(history.values[-1], f"measured, {label}, latest {step_s:g} s slot")
+        return self._rate_by_mode(key, spec, history, latest, label, f", from {label}")
+
+    def _rate_by_mode(
+        self,
+        key: str,
+        spec: InferenceServiceSpec,
+        history: RateHistory,
+        latest: PlanningRate,
+        label: str,
+        forecast_suffix: str,
+    ) -> PlanningRate:
+        """`scaling.mode`'s rate from `history`: `latest` (reactive), the burst-aware rate
+        (its source naming `label`), or the forecast (its source plus `forecast_suffix`);
+        floored."""
+        if spec.scaling.mode == "reactive":
+            return floored(latest)
+        if spec.scaling.mode == "burst":
+            return floored(burst_rate(history, spec, label))
+        forecast = self._forecast(key, history, spec.scaling)  # cached: the same object
+        if forecast_suffix:
+            forecast = PlanningRate(forecast.rate_per_s, forecast.source + forecast_suffix)
+        return floored(forecast)
 
     def _forecast(self, key: str, history: RateHistory, scaling: ServiceScaling) -> PlanningRate:
         cached = self._forecasts.get(key)
