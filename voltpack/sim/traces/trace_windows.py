@@ -32,6 +32,7 @@ class TraceSplit(NamedTuple):
 
 
 def _subset(requests: LlmRequests, keep: np.ndarray, origin_s: float) -> LlmRequests:
+    """The requests `keep` selects (a mask or indices), arrivals measured from `origin_s`."""
     return LlmRequests(
         arrival_s=np.asarray(requests.arrival_s[keep] - origin_s, dtype=np.float64),
         prompt_tokens=requests.prompt_tokens[keep],
@@ -76,9 +77,4 @@ def first_requests(requests: LlmRequests, count: int) -> LlmRequests:
     contiguous stretch of the trace, so its bursts stay as they were."""
     if count < 1:
         raise InvalidRequestError(f"count must be at least 1, got {count}")
-    order = np.argsort(requests.arrival_s, kind="stable")[:count]
-    return LlmRequests(
-        arrival_s=np.asarray(requests.arrival_s[order], dtype=np.float64),
-        prompt_tokens=requests.prompt_tokens[order],
-        output_tokens=requests.output_tokens[order],
-    )
+    return _subset(requests, np.argsort(requests.arrival_s, kind="stable")[:count], 0.0)
