@@ -72,7 +72,9 @@ from voltpack.policies.inference.mix_planner import (
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.inference.prices import PriceList, example_prices
 from voltpack.policies.inference.scaling import (
+    BacktestedRate,
     backlog_planning_rate_per_s,
+    backtested_planning_rate_per_s,
     peak_window_rate_per_s,
 )
 from voltpack.sim.serving import ServingResult, scale_to_rate, simulate_serving
@@ -128,11 +130,18 @@ PLANNERS = ("voltpack", "best_single_type_split", "best_single_type", "melange_s
 """The plans of a setting: voltpack, and each baseline with and without split rights."""
 
 
-def planning_rate(requests: LlmRequests, slo: ServingSlo) -> float:
-    """The rate the plans of a setting are made for (see PLANNING_QUANTILE)."""
-    return backlog_planning_rate_per_s(
+def planning_rate(requests: LlmRequests, slo: ServingSlo, backtest: bool = False) -> BacktestedRate:
+    """The rate the plans of a setting are made for (see PLANNING_QUANTILE); with `backtest`
+    raised by the window's own backtest (`backtested_planning_rate_per_s`: the headroom the
+    window's second half needed over its first)."""
+    if backtest:
+        return backtested_planning_rate_per_s(
+            requests.arrival_s, requests.prompt_tokens, slo.ttft_s, PLANNING_QUANTILE
+        )
+    rate = backlog_planning_rate_per_s(
         requests.arrival_s, requests.prompt_tokens, slo.ttft_s, PLANNING_QUANTILE
     )
+    return BacktestedRate(rate, rate, 1.0)
 
 
 def traces(names: Sequence[str], seed: int = 0) -> list[tuple[str, LlmRequests]]:
@@ -237,6 +246,7 @@ def sweep_row(
     gpu_types: tuple[str, ...],
     planning_share: float = DEFAULT_PLANNING_SHARE,
     in_sample: bool = True,
+    backtest: bool = True,
 ) -> dict[str, Any]:
     """One setting: the workload rescaled to mean `rate` and cut in time; the five plans made
     from the planning window alone (its request mix and its planning rate, `planning_rate`),
@@ -246,7 +256,8 @@ def sweep_row(
     windows = split_by_time(replayed, planning_share)
     planning_part, holdout = windows.planning, windows.holdout
     mix = request_mix(planning_part.prompt_tokens, planning_part.output_tokens)
-    planning = planning_rate(planning_part, slo)
+    backtested = planning_rate(planning_part, slo, backtest)
+    planning = backtested.rate_per_s
     request = PlanRequest(model, mix, planning, slo, prices, gpu_types=gpu_types)
     feasible = idle_feasible(request, holdout)
     feasible_in = idle_feasible(request, planning_part) if in_sample else None
@@ -258,7 +269,10 @@ def sweep_row(
         "slo_tpot_ms": slo.tpot_s * 1000,
         "rate_per_s": rate,
         "planning_rate_per_s": round(planning, 3),
-        "planning_rate_whole_trace_per_s": round(planning_rate(replayed, slo), 3),
+        "planning_rate_window_per_s": round(backtested.window_rate_per_s, 3),
+        "planning_headroom": round(backtested.headroom, 3),
+        "planning_rate_whole_trace_per_s": round(planning_rate(replayed, slo).rate_per_s, 3),
+        "holdout_needs_rate_per_s": round(planning_rate(holdout, slo).rate_per_s, 3),
         "window_q99_rate_per_s": round(
             peak_window_rate_per_s(planning_part.arrival_s, PLANNING_WINDOW_S, PLANNING_QUANTILE),
             3,
@@ -319,7 +333,7 @@ def splitwise_rows(
         mix = request_mix(trace.prompt_tokens, trace.output_tokens)
         for rate in rates:
             replayed = scale_to_rate(trace, rate)
-            planning = planning_rate(replayed, slo)
+            planning = planning_rate(replayed, slo).rate_per_s
             request = PlanRequest(
                 "llama2-70b", mix, planning, slo, prices, gpu_types=SPLITWISE_TYPES
             )
@@ -385,6 +399,14 @@ def _cell(result: dict[str, Any]) -> str:
     return f"${result['cost_per_hour']:.1f}{mark}"
 
 
+def _planned(row: dict[str, Any]) -> str:
+    """The planning rate, with the backtest headroom that raised it."""
+    headroom = row.get("planning_headroom", 1.0)
+    if headroom <= 1.0:
+        return f"{row['planning_rate_per_s']:g}"
+    return f"{row['planning_rate_window_per_s']:g} x {headroom:.2f}"
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:g}%"
 
@@ -416,7 +438,7 @@ def sweep_lines(rows: list[dict[str, Any]]) -> list[str]:
         single = row["best_single_type_split"]
         lines.append(
             f"| {row['trace']} | {row['model']} | {row['slo_tpot_ms']:g} | "
-            f"{row['rate_per_s']:g} ({row['planning_rate_per_s']:g}) | "
+            f"{row['rate_per_s']:g} ({_planned(row)}) | "
             f"{_cell(row['voltpack'])} | {_cell(single)} {single.get('type', '')} | "
             f"{_cell(row['best_single_type'])} {row['best_single_type'].get('type', '')} | "
             f"{_cell(row['melange_split'])} | {_cell(row['melange'])} | "
@@ -488,7 +510,9 @@ def markdown(figures: dict[str, Any]) -> str:
         f"Each workload (first {settings['max_requests'] or 'all'} requests) is rescaled to the "
         f"mean rate and cut at {settings['planning_share']:.0%} of its time: the request mix and "
         "the planning rate (in brackets: the rate at which a fleet draining prompt tokens at "
-        "that rate's mean starts 99% of the planning window's requests within the TTFT SLO) "
+        "that rate's mean starts 99% of the planning window's requests within the TTFT SLO, "
+        "times its backtest headroom where shown: how much more the planning window's second "
+        "half needed than its first half gave, never below 1) "
         "come from the first window only; every plan is replayed on the rest (attainment out "
         "of sample; in brackets on the planning window, in sample). Cost per hour. Mix gain: "
         "voltpack below the best single type with split rights (the gain of mixing GPU types); "
@@ -624,6 +648,7 @@ def run_sweep(
     gpu_types: tuple[str, ...],
     planning_share: float,
     tag: str,
+    backtest: bool = True,
 ) -> list[dict[str, Any]]:
     """Every (workload, model, TPOT, rate) setting, printed as it completes."""
     rows = []
@@ -634,7 +659,15 @@ def run_sweep(
                     started = time.perf_counter()
                     slo = ServingSlo(ttft_ms / 1000, tpot / 1000)
                     row = sweep_row(
-                        label, requests, model, slo, rate, prices, gpu_types, planning_share
+                        label,
+                        requests,
+                        model,
+                        slo,
+                        rate,
+                        prices,
+                        gpu_types,
+                        planning_share,
+                        backtest=backtest,
                     )
                     rows.append(row)
                     print(
@@ -660,6 +693,11 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=DEFAULT_MAX_REQUESTS)
     parser.add_argument("--planning-share", type=float, default=DEFAULT_PLANNING_SHARE)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-backtest",
+        action="store_true",
+        help="plan for the planning window's burst-aware rate without its backtest headroom",
+    )
     parser.add_argument(
         "--gpu-types", default=",".join(HEADLINE_TYPES), help="comma-separated headline types"
     )
@@ -690,6 +728,7 @@ def main() -> None:
         gpu_types,
         args.planning_share,
         "headline",
+        backtest=not args.no_backtest,
     )
     figures: dict[str, Any] = {
         "settings": {
@@ -698,6 +737,7 @@ def main() -> None:
             "seed": args.seed,
             "max_requests": args.max_requests,
             "planning_share": args.planning_share,
+            "backtest_headroom": not args.no_backtest,
             "slo_ttft_ms": args.slo_ttft_ms,
             "slo_tpot_ms": tpots,
             "rates_per_s": rates,
@@ -720,6 +760,7 @@ def main() -> None:
             tuple(prices.gpu_types),
             args.planning_share,
             "extended",
+            backtest=not args.no_backtest,
         )
         figures["extended"] = extended
         figures["extended_summary"] = summarise(extended)

@@ -38,7 +38,12 @@ def test_plans_see_only_the_planning_window_and_are_judged_on_the_rest() -> None
         "arena", bursty, "llama2-7b", slo, 2.0, example_prices(), bench.HEADLINE_TYPES
     )
     windows = split_by_time(scale_to_rate(bursty, 2.0))
-    assert row["planning_rate_per_s"] == round(bench.planning_rate(windows.planning, slo), 3)
+    planned = bench.planning_rate(windows.planning, slo, backtest=True)
+    assert row["planning_rate_per_s"] == round(planned.rate_per_s, 3)
+    assert row["planning_headroom"] == round(planned.headroom, 3) >= 1.0
+    assert row["planning_rate_window_per_s"] == round(
+        bench.planning_rate(windows.planning, slo).rate_per_s, 3
+    )
     # the whole trace, burst included, would have asked for a higher rate
     assert row["planning_rate_whole_trace_per_s"] > row["planning_rate_per_s"]
     assert row["requests_planning"] == windows.planning.arrival_s.size

@@ -13,7 +13,11 @@ from voltpack.perf.serving_capacity import ServingSlo
 from voltpack.policies.inference.buckets import request_mix
 from voltpack.policies.inference.prices import example_prices
 from voltpack.policies.inference.scaling import (
+    MIN_BACKTEST_REQUESTS,
     backlog_planning_rate_per_s,
+    backtest_headroom,
+    backtested_planning_rate_per_s,
+    backtested_slot_planning_rate_per_s,
     forecast_planning_rate,
     peak_window_rate_per_s,
     should_replan,
@@ -170,3 +174,46 @@ def test_the_slot_rate_of_steady_counts_is_their_rate_and_of_nothing_zero() -> N
         slot_backlog_planning_rate_per_s(steady, 0.0, 2.0)
     with pytest.raises(InvalidRequestError, match="prompt_tokens"):
         slot_backlog_planning_rate_per_s(steady, 10.0, 2.0, prompt_tokens=np.ones(3))
+
+
+def test_the_backtest_raises_the_rate_by_what_the_later_half_needed_more() -> None:
+    rng = np.random.default_rng(1)
+    steady = np.cumsum(rng.exponential(0.5, 2400))  # Poisson, 2 requests/s
+    prompts = np.full(steady.size, 500)
+    calm = backtested_planning_rate_per_s(steady, prompts, wait_s=4.0)
+    assert calm.window_rate_per_s == backlog_planning_rate_per_s(steady, prompts, 4.0)
+    assert 1.0 <= calm.headroom < 1.15
+    # 100 requests at once in the later half only: the earlier half never saw such a burst
+    middle_s = steady[-1] * 0.75
+    burst = np.sort(np.concatenate([steady, np.full(100, middle_s)]))
+    tokens = np.full(burst.size, 500)
+    raised = backtested_planning_rate_per_s(burst, tokens, wait_s=4.0)
+    half_s = (burst[0] + burst[-1]) / 2
+    early, late = burst < half_s, burst >= half_s
+    expected = backlog_planning_rate_per_s(burst[late], tokens[late], 4.0) / (
+        backlog_planning_rate_per_s(burst[early], tokens[early], 4.0)
+    )
+    assert raised.headroom == pytest.approx(expected) and raised.headroom > 2
+    assert raised.rate_per_s == pytest.approx(raised.window_rate_per_s * raised.headroom)
+    # the same burst in the earlier half: the later half needed less, no headroom
+    early_burst = np.sort(np.concatenate([steady, np.full(100, steady[-1] * 0.25)]))
+    assert backtested_planning_rate_per_s(early_burst, tokens, wait_s=4.0).headroom == 1.0
+    # too few requests in a half to measure a 99% quantile: no headroom
+    few = steady[: 2 * MIN_BACKTEST_REQUESTS - 2]
+    assert backtested_planning_rate_per_s(few, prompts[: few.size], 4.0).headroom == 1.0
+    assert backtest_headroom(0.0, 3.0) == 1.0
+    assert backtest_headroom(2.0, 3.0) == 1.5
+
+
+def test_the_operators_slot_backtest_matches_the_per_request_one_on_the_code_trace() -> None:
+    arrival_s, prompts = _azure_code_trace()
+    seen = arrival_s < arrival_s.max() / 2
+    raised = backtested_planning_rate_per_s(arrival_s[seen], prompts[seen], 4.0)
+    assert raised.window_rate_per_s == backlog_planning_rate_per_s(
+        arrival_s[seen], prompts[seen], 4.0
+    )
+    assert raised.rate_per_s >= raised.window_rate_per_s
+    counts, tokens = _per_slot(arrival_s[seen], prompts[seen], 0.25)
+    slots = backtested_slot_planning_rate_per_s(counts, 0.25, 4.0, 0.99, tokens)
+    assert slots.headroom == pytest.approx(raised.headroom, rel=0.05)
+    assert slots.rate_per_s == pytest.approx(raised.rate_per_s, rel=0.05)

@@ -90,6 +90,26 @@ def test_a_forecast_is_recomputed_only_when_the_history_moves() -> None:
     assert tracker.planning_rate("ns/a", spec, 7.0, 4 * 60.0 + 50) is before
 
 
+def _burst_rate(spike_slot: int) -> PlanningRate:
+    """The burst-mode rate after 600 one-second slots at 2 requests/s, one slot holding 100."""
+    tracker = RateTracker()
+    spec = parsed(scaling={"mode": "burst", "sampleSeconds": 1, "burstWindowMinutes": 10})
+    rate = None
+    for second in range(600):
+        rate = tracker.planning_rate(
+            "ns/a", spec, 100.0 if second == spike_slot else 2.0, float(second)
+        )
+    assert rate is not None
+    return rate
+
+
+def test_burst_mode_adds_the_headroom_its_windows_later_half_needed() -> None:
+    late = _burst_rate(450)  # the burst only the later half of the window saw
+    early = _burst_rate(150)  # the same burst in the earlier half
+    assert "second half needed" in late.source and "second half" not in early.source
+    assert late.rate_per_s > early.rate_per_s
+
+
 def test_the_rate_history_keeps_the_latest_value_per_slot_and_marks_gaps() -> None:
     history = RateHistory(step_s=60.0, max_samples=4)
     history.observe(0.0, 1.0)

@@ -31,8 +31,8 @@ from voltpack.model.resources.inferenceservice import (
 )
 from voltpack.policies.inference.scaling import (
     PlanningRate,
+    backtested_slot_planning_rate_per_s,
     forecast_planning_rate,
-    slot_backlog_planning_rate_per_s,
 )
 
 HISTORY_S = 2 * 86_400.0
@@ -124,11 +124,19 @@ def burst_rate(history: RateHistory, spec: InferenceServiceSpec, label: str) -> 
     values = history.series("burst").values[-window:]
     counts = np.nan_to_num(values, nan=0.0) * history.step_s
     wait_s = spec.slo.ttft_ms / 1000.0
-    rate = slot_backlog_planning_rate_per_s(counts, history.step_s, wait_s, scaling.burst_quantile)
+    backtested = backtested_slot_planning_rate_per_s(
+        counts, history.step_s, wait_s, scaling.burst_quantile
+    )
     # never below the window's mean: a slower fleet falls behind without end, which the
     # window's end would hide (a backlog still growing when the window closes is not counted)
     mean_per_s = float(counts.sum()) / (counts.size * history.step_s)
-    rate = max(rate, mean_per_s)
+    rate = max(backtested.rate_per_s, mean_per_s)
+    headroom = (
+        f", x {backtested.headroom:.2f} (the window's second half needed that much more than "
+        "its first half gave)"
+        if backtested.headroom > 1.0
+        else ""
+    )
     coarse = (
         f"; slots of {history.step_s:g} s are not well below the TTFT SLO: bursts inside a "
         "slot are smoothed"
@@ -139,7 +147,7 @@ def burst_rate(history: RateHistory, spec: InferenceServiceSpec, label: str) -> 
         rate,
         f"burst-aware ({label}): starts {scaling.burst_quantile:g}"
         f" of the requests of the last {counts.size} slots of {history.step_s:g} s within the "
-        f"TTFT SLO of {wait_s:g} s{coarse}",
+        f"TTFT SLO of {wait_s:g} s{headroom}{coarse}",
     )
 
 

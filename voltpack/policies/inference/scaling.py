@@ -21,6 +21,9 @@ DEFAULT_PLANNING_QUANTILE = 0.9
 """Quantile of the forecast rate a forecast-driven plan covers."""
 DEFAULT_REPLAN_RATE_CHANGE = 0.1
 """Relative change of the planning rate below which a running plan is kept."""
+MIN_BACKTEST_REQUESTS = 100
+"""Requests each half of a window needs before its self-backtest counts: at the default
+quantile (0.99) fewer hold no late request to measure."""
 
 
 @dataclass(frozen=True)
@@ -197,3 +200,80 @@ def slot_backlog_planning_rate_per_s(
 
     high = max(total / wait_s, 1e-6)  # drains every token of the window within wait_s
     return _smallest_rate(lambda rate: late_requests(rate) <= allowed_late, high, 80)
+
+
+@dataclass(frozen=True)
+class BacktestedRate:
+    """A burst-aware planning rate with the headroom the window's own backtest asks for."""
+
+    rate_per_s: float
+    """`window_rate_per_s` x `headroom`: what to plan for."""
+    window_rate_per_s: float
+    """The burst-aware rate of the whole window."""
+    headroom: float
+    """max(1, the rate the window's second half needed / the rate its first half gave); 1
+    when a half holds fewer than MIN_BACKTEST_REQUESTS requests."""
+
+
+def backtest_headroom(first_half_rate_per_s: float, second_half_rate_per_s: float) -> float:
+    """How much more the later half of a window needed than a plan made from the earlier
+    half gave (at least 1)."""
+    if first_half_rate_per_s <= 0 or not np.isfinite(second_half_rate_per_s):
+        return 1.0
+    return max(1.0, second_half_rate_per_s / first_half_rate_per_s)
+
+
+def backtested_planning_rate_per_s(
+    arrival_s: np.ndarray,
+    prompt_tokens: np.ndarray,
+    wait_s: float,
+    quantile: float = 0.99,
+) -> BacktestedRate:
+    """`backlog_planning_rate_per_s` of the window, raised by its own backtest.
+
+    A plan lives on requests it never saw: bursts grow with the time watched, so the window's
+    worst burst understates the next window's. The window is cut in two equal spans of time;
+    the rate its first half asks for is checked against the rate its second half needed,
+    and the plan for the next window carries that ratio (never below 1): the same
+    out-of-sample check the plan itself will face, made inside the data it is fitted on.
+    """
+    arrivals = np.asarray(arrival_s, dtype=np.float64)
+    prompts = np.asarray(prompt_tokens, dtype=np.float64)
+    whole = backlog_planning_rate_per_s(arrivals, prompts, wait_s, quantile)
+    middle_s = (float(arrivals.min()) + float(arrivals.max())) / 2.0
+    first = arrivals < middle_s
+    second = ~first
+    if min(int(first.sum()), int(second.sum())) < MIN_BACKTEST_REQUESTS:
+        return BacktestedRate(whole, whole, 1.0)
+    headroom = backtest_headroom(
+        backlog_planning_rate_per_s(arrivals[first], prompts[first], wait_s, quantile),
+        backlog_planning_rate_per_s(arrivals[second], prompts[second], wait_s, quantile),
+    )
+    return BacktestedRate(whole * headroom, whole, headroom)
+
+
+def backtested_slot_planning_rate_per_s(
+    counts: np.ndarray,
+    slot_s: float,
+    wait_s: float,
+    quantile: float = 0.99,
+    prompt_tokens: np.ndarray | None = None,
+) -> BacktestedRate:
+    """`slot_backlog_planning_rate_per_s` of the slots, raised by their own backtest (the
+    first half of the slots against the second, as `backtested_planning_rate_per_s`)."""
+    arrived = np.asarray(counts, dtype=np.float64)
+    whole = slot_backlog_planning_rate_per_s(arrived, slot_s, wait_s, quantile, prompt_tokens)
+    half = arrived.size // 2
+    early, late = arrived[:half], arrived[half:]
+    if half == 0 or min(float(early.sum()), float(late.sum())) < MIN_BACKTEST_REQUESTS:
+        return BacktestedRate(whole, whole, 1.0)
+    tokens = None if prompt_tokens is None else np.asarray(prompt_tokens, dtype=np.float64)
+    headroom = backtest_headroom(
+        slot_backlog_planning_rate_per_s(
+            early, slot_s, wait_s, quantile, None if tokens is None else tokens[:half]
+        ),
+        slot_backlog_planning_rate_per_s(
+            late, slot_s, wait_s, quantile, None if tokens is None else tokens[half:]
+        ),
+    )
+    return BacktestedRate(whole * headroom, whole, headroom)
