@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.serving_replica import PoolSpec, RequestPlan, ServingEngine
@@ -58,7 +59,53 @@ def predicted_attainment(
     arrival_s = np.cumsum(rng.exponential(1.0 / plan.rate_per_s, requests))
     # the router's draws must not be the uniforms that drew the sizes (one seed would send
     # every request of a bucket the same way)
-    routes = route_requests(plan, prompts, outputs, int(rng.integers(2**32)))
+    ttft_ok, tpot_ok = _replay(plan, arrival_s, prompts, outputs, int(rng.integers(2**32)))
+    counted = slice(int(requests * WARMUP_SHARE), None)
+    return _attainment(
+        ttft_ok[counted],
+        tpot_ok[counted],
+        f"{requests - int(requests * WARMUP_SHARE)} requests of the size mix arriving as a "
+        f"Poisson process at {plan.rate_per_s:.4g}/s, replayed through the plan's replicas",
+    )
+
+
+def window_attainment(
+    plan: ServingPlan,
+    arrival_s: NDArray[np.float64],
+    prompt_tokens: NDArray[np.int64],
+    output_tokens: NDArray[np.int64],
+    seed: int = 0,
+) -> PredictedAttainment:
+    """The share of a window of real requests (as they arrived, with their own sizes) that
+    the plan serves within both SLOs, its replicas starting empty. Raises
+    InvalidRequestError for a plan without groups, no requests or mismatched arrays."""
+    if not plan.groups:
+        raise InvalidRequestError("a plan without replica groups has no attainment to predict")
+    arrivals = np.asarray(arrival_s, dtype=np.float64)
+    prompts = np.asarray(prompt_tokens, dtype=np.int64)
+    outputs = np.asarray(output_tokens, dtype=np.int64)
+    if arrivals.size == 0 or not arrivals.shape == prompts.shape == outputs.shape:
+        raise InvalidRequestError("a window needs requests, with one prompt and output each")
+    order = np.argsort(arrivals, kind="stable")
+    ttft_ok, tpot_ok = _replay(plan, arrivals[order], prompts[order], outputs[order], seed)
+    return _attainment(
+        ttft_ok,
+        tpot_ok,
+        f"the window's {arrivals.size} requests as they arrived, replayed through the plan's "
+        "replicas",
+    )
+
+
+def _replay(
+    plan: ServingPlan,
+    arrival_s: NDArray[np.float64],
+    prompts: NDArray[np.int64],
+    outputs: NDArray[np.int64],
+    route_seed: int,
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Per request (sorted by arrival): whether its TTFT and its TPOT met the plan's SLO
+    (an unserved request meets neither)."""
+    routes = route_requests(plan, prompts, outputs, route_seed)
     engine = ServingEngine(
         [
             PoolSpec(g.profile, g.role, g.replicas, g.max_batch, g.prefill_chunk_tokens)
@@ -75,24 +122,27 @@ def predicted_attainment(
         link_bytes_per_s_per_gpu=plan.kv_link_bytes_per_s_per_gpu,
     )
     outcome = engine.run()
-    counted = slice(int(requests * WARMUP_SHARE), None)
-    ttft = (outcome.first_token_s - arrival_s)[counted]
+    ttft = outcome.first_token_s - arrival_s
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(
             outputs > 1,
             (outcome.last_token_s - outcome.first_token_s) / np.maximum(outputs - 1, 1),
             0.0,
-        )[counted]
-    ttft_ok = ttft <= plan.slo.ttft_s  # NaN (not served) compares False
-    tpot_ok = tpot <= plan.slo.tpot_s
+        )
+    served = routes.front >= 0
+    ttft_ok = served & (ttft <= plan.slo.ttft_s)  # NaN (not served) compares False
+    tpot_ok = served & (tpot <= plan.slo.tpot_s)
+    return np.asarray(ttft_ok, dtype=np.bool_), np.asarray(tpot_ok, dtype=np.bool_)
+
+
+def _attainment(
+    ttft_ok: NDArray[np.bool_], tpot_ok: NDArray[np.bool_], basis: str
+) -> PredictedAttainment:
     met = ttft_ok & tpot_ok
     return PredictedAttainment(
         ratio=float(met.mean()),
         requests=int(met.size),
         ttft_misses=int((~ttft_ok).sum()),
         tpot_misses=int((~tpot_ok).sum()),
-        basis=(
-            f"{met.size} requests of the size mix arriving as a Poisson process at "
-            f"{plan.rate_per_s:.4g}/s, replayed through the plan's replicas"
-        ),
+        basis=basis,
     )
