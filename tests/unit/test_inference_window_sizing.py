@@ -21,6 +21,7 @@ from voltpack.policies.inference.window_sizing import (
     candidate_plans,
     plan_service_on_window,
     size_on_window,
+    window_from_slots,
 )
 from voltpack.sim.serving import scale_to_rate, simulate_serving
 from voltpack.sim.traces.melange_workloads import regime_workload
@@ -103,3 +104,21 @@ def test_voltpack_keeps_the_cheapest_candidate_that_meets_its_window() -> None:
         assert sized.plan.cost_per_hour == min(plan.cost_per_hour for plan in passing)
     more = replace(request, rate_per_s=request.rate_per_s * sized.rate_factor)
     assert sized.plan.cost_per_hour >= plan_service(more).cost_per_hour - 1e-9
+
+
+def test_slot_counts_become_requests_spread_over_their_slots_with_the_mixs_sizes() -> None:
+    mix = request_mix(np.array([100, 100, 2000]), np.array([50, 50, 400]))
+    arrival_s, prompts, outputs = window_from_slots(np.array([2.0, 0.0, 4.0]), 10.0, mix)
+    assert arrival_s.tolist() == [2.5, 7.5, 21.25, 23.75, 26.25, 28.75]
+    sizes = {(int(p), int(o)) for p, o in zip(prompts, outputs, strict=True)}
+    assert sizes <= {
+        (round(b.size.prompt_tokens), round(b.size.output_tokens)) for b in mix.buckets
+    }
+    # more than the cap: the busiest stretch of slots that holds at most that many
+    counts = np.array([1.0] * 50 + [30.0, 30.0, 30.0] + [1.0] * 50)
+    arrival_s, _, _ = window_from_slots(counts, 1.0, mix, max_requests=60)
+    assert arrival_s.size == 60 and np.ptp(arrival_s) < 2.0
+    with pytest.raises(InvalidRequestError):
+        window_from_slots(np.array([1.0, -1.0]), 1.0, mix)
+    with pytest.raises(InvalidRequestError):
+        window_from_slots(np.array([1.0]), 0.0, mix)

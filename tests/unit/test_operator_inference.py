@@ -399,3 +399,19 @@ def test_plans_use_only_the_allowed_types_the_cluster_has_and_say_when_there_is_
     cluster.round(controller)
     (event,) = cluster.events("Replanned")
     assert event.startswith("the cluster's allowed GPU types or their largest nodes changed")
+
+
+def test_burst_mode_sizes_the_plan_on_the_requests_of_its_window() -> None:
+    scaling = {"mode": "burst", "sampleSeconds": 1, "burstWindowMinutes": 1}
+    cluster = Cluster({**copy.deepcopy(SPEC), "scaling": scaling})
+    controller = cluster.controller()
+    for second in range(40):
+        cluster.observe(12.0 if second in (20, 21) else 2.0)
+        cluster.round(controller)
+    status = cluster.service["status"]
+    assert "the burst window's requests" in status["predictedSloAttainmentBasis"]
+    assert status["predictedSloAttainment"] >= 0.99
+    # a forecast-driven service is checked against Poisson arrivals, as before
+    forecast = Cluster({**copy.deepcopy(SPEC), "scaling": {"mode": "reactive"}})
+    forecast.round(forecast.controller())
+    assert "Poisson" in forecast.service["status"]["predictedSloAttainmentBasis"]

@@ -115,14 +115,19 @@ def floored(rate: PlanningRate) -> PlanningRate:
     )
 
 
+def burst_counts(history: RateHistory, spec: InferenceServiceSpec) -> np.ndarray:
+    """Requests per slot of the history's last `scaling.burstWindowMinutes` (a slot without a
+    measurement counts no request)."""
+    window = max(1, math.ceil(spec.scaling.burst_window_minutes * 60.0 / history.step_s - 1e-9))
+    values = history.series("burst").values[-window:]
+    return np.asarray(np.nan_to_num(values, nan=0.0) * history.step_s, dtype=np.float64)
+
+
 def burst_rate(history: RateHistory, spec: InferenceServiceSpec, label: str) -> PlanningRate:
     """The burst-aware planning rate of the history's last `scaling.burstWindowMinutes`
-    (a slot without a measurement counts no request), for the spec's TTFT SLO, and never
-    below the window's mean rate."""
+    (`burst_counts`), for the spec's TTFT SLO, and never below the window's mean rate."""
     scaling = spec.scaling
-    window = max(1, math.ceil(scaling.burst_window_minutes * 60.0 / history.step_s - 1e-9))
-    values = history.series("burst").values[-window:]
-    counts = np.nan_to_num(values, nan=0.0) * history.step_s
+    counts = burst_counts(history, spec)
     wait_s = spec.slo.ttft_ms / 1000.0
     backtested = backtested_slot_planning_rate_per_s(
         counts, history.step_s, wait_s, scaling.burst_quantile
@@ -165,6 +170,7 @@ class RateTracker:
         self.history_s = history_s
         self._histories: dict[str, RateHistory] = {}
         self._forecasts: dict[str, _Forecast] = {}
+        self._windows: dict[str, tuple[np.ndarray, float]] = {}
 
     def planning_rate(
         self, key: str, spec: InferenceServiceSpec, observed_per_s: float | None, now_s: float
@@ -223,7 +229,9 @@ class RateTracker:
         if spec.scaling.mode == "reactive":
             return floored(latest)
         if spec.scaling.mode == "burst":
+            self._windows[key] = (burst_counts(history, spec), history.step_s)
             return floored(burst_rate(history, spec, label))
+        self._windows.pop(key, None)
         forecast = self._forecast(key, history, spec.scaling)  # cached: the same object
         if forecast_suffix:
             forecast = PlanningRate(forecast.rate_per_s, forecast.source + forecast_suffix)
@@ -241,6 +249,11 @@ class RateTracker:
         self._forecasts[key] = _Forecast(history.version, scaling, rate)
         return rate
 
+    def burst_window(self, key: str) -> tuple[np.ndarray, float] | None:
+        """The requests per slot (and the slot in seconds) the latest burst-mode rate of
+        service `key` was computed from; None when its latest rate was not burst-aware."""
+        return self._windows.get(key)
+
     def forget_annotation(self, key: str) -> None:
         """Drop one service's annotation history (its rate is measured otherwise now)."""
         self._histories.pop(key, None)
@@ -249,8 +262,9 @@ class RateTracker:
         """Drop one service's history."""
         self._histories.pop(key, None)
         self._forecasts.pop(key, None)
+        self._windows.pop(key, None)
 
     def keep_only(self, keys: set[str]) -> None:
         """Drop the histories of services that are gone."""
-        for key in (set(self._histories) | set(self._forecasts)) - keys:
+        for key in (set(self._histories) | set(self._forecasts) | set(self._windows)) - keys:
             self.forget_service(key)

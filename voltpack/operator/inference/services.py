@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 from pydantic import ValidationError
 
@@ -91,6 +92,17 @@ from voltpack.policies.inference.kv_placement import LevelLink
 from voltpack.policies.inference.mix_planner import InfeasiblePlanError, plan_service
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.inference.scaling import PlanningRate, should_replan
+from voltpack.policies.inference.window_sizing import (
+    WindowSizedPlan,
+    plan_service_on_window,
+    window_from_slots,
+    window_prediction,
+)
+
+BURST_WINDOW = (
+    "the burst window's requests (counted per slot, spread evenly over it, sizes drawn "
+    "from spec.requestSizes)"
+)
 
 log = logging.getLogger(__name__)
 
@@ -355,8 +367,9 @@ class InferenceServiceController:
             ):
                 failure = remembered.message
             else:
+                window = self.rates.burst_window(key)
                 try:
-                    plan, kv = self._plan(spec, rate.rate_per_s)
+                    plan, kv, sized = self._plan(spec, rate.rate_per_s, window)
                 except InfeasiblePlanError as exc:
                     failure = str(exc)
                     self._failures[key] = _Failure(fingerprint, rate.rate_per_s, failure)
@@ -368,7 +381,11 @@ class InferenceServiceController:
                     self.replans += 1
                     groups = tuple(planned_groups(plan))
                     reason = "Planned" if current is None else "Replanned"
-                    predicted = predicted_attainment(plan)
+                    predicted = (
+                        window_prediction(sized, BURST_WINDOW)
+                        if sized
+                        else predicted_attainment(plan)
+                    )
                     message = (
                         f"the cheapest fleet for {rate.rate_per_s:.4g} requests/s "
                         f"({rate.source}) within TTFT {spec.slo.ttft_ms:g} ms and TPOT "
@@ -547,11 +564,16 @@ class InferenceServiceController:
     # -- the plan in effect ----------------------------------------------------------------
 
     def _plan(
-        self, spec: InferenceServiceSpec, rate_per_s: float
-    ) -> tuple[ServingPlan, KvPlacement]:
+        self,
+        spec: InferenceServiceSpec,
+        rate_per_s: float,
+        window: tuple[np.ndarray, float] | None = None,
+    ) -> tuple[ServingPlan, KvPlacement, WindowSizedPlan | None]:
         """The planner's plan for the spec at `rate_per_s`, over the allowed GPU types the
         cluster has, with replicas that fit on one of their nodes, and where its split pool
-        is kept (the KV bandwidth it is planned with is that level's: inference_kv.py)."""
+        is kept (the KV bandwidth it is planned with is that level's: inference_kv.py).
+        With the burst `window` (requests per slot, slot seconds) the plan is sized on it as
+        the benchmark sizes its plans (`plan_service_on_window`); the sizing is returned."""
         if self.shapes is None:
             request = plan_request(spec, rate_per_s)
             book = self.book
@@ -562,13 +584,23 @@ class InferenceServiceController:
             if book is None:
                 book = self._books[key] = ClusterProfiles(self.shapes, self.book)
             request = plan_request(spec, rate_per_s, types)
+        requests = (
+            window_from_slots(window[0], window[1], request.mix)
+            if window is not None and window[0].sum() >= 1
+            else None
+        )
+        sizings: dict[int, WindowSizedPlan] = {}
 
         def plan_at(link_bytes_per_s: float) -> ServingPlan:
-            return plan_service(
-                replace(request, kv_link_bytes_per_s_per_gpu=link_bytes_per_s), book
-            )
+            linked = replace(request, kv_link_bytes_per_s_per_gpu=link_bytes_per_s)
+            if requests is None:
+                return plan_service(linked, book)
+            sized = plan_service_on_window(linked, *requests, book=book)
+            sizings[id(sized.plan)] = sized
+            return sized.plan
 
-        return plan_with_kv(plan_at, self.links if spec.split == "auto" else None)
+        plan, kv = plan_with_kv(plan_at, self.links if spec.split == "auto" else None)
+        return plan, kv, sizings.get(id(plan))
 
     def _plannable(self, spec: InferenceServiceSpec) -> list[str]:
         """The allowed GPU types the cluster has; InfeasiblePlanError naming them if none."""
