@@ -539,6 +539,31 @@ def test_a_busy_group_hands_a_request_to_an_able_group_that_starts_it_sooner(
     assert np.nanmax(shared.ttft_s) < np.nanmax(alone.ttft_s)
 
 
+def test_a_full_decode_group_hands_a_kv_cache_to_an_able_decode_group_with_room(
+    h100: ServingProfile,
+) -> None:
+    # twelve requests a second apart, all planned to decode on group 1 (batch cap 4): the
+    # fifth onwards wait for a slot there, unless group 2 (able, planned for nothing) takes
+    # them
+    reqs = requests(np.arange(12) * 0.2, [500] * 12, [400] * 12)
+    fleet = with_fields(
+        plan(reqs, [(h100, "prefill", 1), (h100, "decode", 1), (h100, "decode", 1)]),
+        max_batch=4,
+    )
+    prefill, decode, spare = fleet.groups
+    planned_only = replace(fleet, groups=(prefill, decode, replace(spare, bucket_rates_per_s={})))
+    alone = simulate_serving(planned_only, reqs)
+    assert [g.requests for g in alone.groups] == [12, 12, 0]
+    able = replace(
+        planned_only,
+        groups=(prefill, decode, replace(planned_only.groups[2], capacity_per_s={0: 1.0})),
+    )
+    shared = simulate_serving(able, reqs)
+    assert shared.groups[1].requests + shared.groups[2].requests == 12
+    assert shared.groups[2].requests >= 4
+    assert np.nanmax(shared.tpot_s) < np.nanmax(alone.tpot_s)
+
+
 def test_unsorted_requests_report_in_input_order(h100: ServingProfile) -> None:
     reqs = requests([4.0, 0.0], [300, 3000], [10, 10])
     result = simulate_serving(plan(reqs, [(h100, "unified", 1)]), reqs)

@@ -103,6 +103,9 @@ class RequestPlan:
     front_alternatives: Sequence[tuple[int, ...]] | None = None
     """Per request, other pools of its front pool's role that may take it instead (None or
     empty: only its front pool); see `ServingEngine.run`."""
+    decode_alternatives: Sequence[tuple[int, ...]] | None = None
+    """Per request via a prefill pool, other decode pools that may take it instead (None or
+    empty: only its decode pool); see `ServingEngine.decode_target`."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +365,7 @@ class _Replica:
         start_s = max(self.link_free_s, now_s)
         transfer_s = kv_transfer_s(self.profile, engine.prompt[request], self.link_bytes_per_s)
         self.link_free_s = start_s + transfer_s
-        target = engine.pools[engine.decode_pool[request]].pick()
+        target = engine.decode_target(request)
         target.reserve()
         engine.push(self.link_free_s, _KV_ARRIVAL, target, request)
 
@@ -532,12 +535,33 @@ class ServingEngine:
         self._heap: list[tuple[float, int, int, _Replica, int]] = []
         self._sequence = 0
         self.alternatives = requests.front_alternatives
+        self.decode_alternatives = requests.decode_alternatives
         self.pools = [_Pool(self, index, spec) for index, spec in enumerate(pools)]
 
     def push(self, time_s: float, priority: int, replica: _Replica, payload: int) -> None:
         """Schedule a KV arrival (payload: request) or a boundary (payload: version)."""
         self._sequence += 1
         heapq.heappush(self._heap, (time_s, priority, self._sequence, replica, payload))
+
+    def decode_target(self, request: int) -> _Replica:
+        """The decode replica a prefilled request's KV cache goes to: the least-loaded one of
+        its decode pool, unless a replica of one of its decode alternatives is less full
+        (outstanding sequences over its batch cap, among replicas whose KV cache can hold
+        the request; ties keep the planned pool): a router that sends decode work where a
+        batch has room, not only where the plan expected it."""
+        planned = self.pools[self.decode_pool[request]]
+        chosen = planned.pick()
+        alternatives = self.decode_alternatives[request] if self.decode_alternatives else ()
+        if not alternatives:
+            return chosen
+        need = self.prompt[request] + self.output[request]
+        best = _fullness(chosen, need)
+        for other in alternatives:
+            candidate = self.pools[other].pick()
+            fullness = _fullness(candidate, need)
+            if fullness < best:
+                chosen, best = candidate, fullness
+        return chosen
 
     def route(self, request: int, pool: int) -> _Replica:
         """The least-loaded replica of `pool`, unless a replica of one of the request's front
@@ -586,3 +610,11 @@ class ServingEngine:
             last_token_s=np.asarray(self.last_token_s, dtype=np.float64),
             replicas=usage,
         )
+
+
+def _fullness(replica: _Replica, need_tokens: int) -> float:
+    """How full a decode replica is for a request needing `need_tokens` of KV cache: its
+    outstanding sequences over its batch cap; infinite when the request cannot fit at all."""
+    if need_tokens > replica.kv_capacity_tokens:
+        return float("inf")
+    return replica.outstanding / replica.max_batch

@@ -183,7 +183,15 @@ def simulate_serving(
             PoolSpec(g.profile, g.role, g.replicas, g.max_batch, g.prefill_chunk_tokens)
             for g in groups
         ],
-        RequestPlan(arrival_s, prompts, outputs, front, decode, routes.alternatives),
+        RequestPlan(
+            arrival_s,
+            prompts,
+            outputs,
+            front,
+            decode,
+            routes.alternatives,
+            routes.decode_alternatives,
+        ),
         prefill_token_budget=prefill_token_budget,
         link_bytes_per_s_per_gpu=kv_link_bytes_per_s_per_gpu,
     )

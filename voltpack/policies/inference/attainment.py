@@ -118,6 +118,7 @@ def _replay(
             routes.front,
             routes.decode,
             routes.alternatives,
+            routes.decode_alternatives,
         ),
         link_bytes_per_s_per_gpu=plan.kv_link_bytes_per_s_per_gpu,
     )

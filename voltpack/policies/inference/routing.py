@@ -7,7 +7,10 @@ also a decode group the same way (seeded). Only groups whose context class cover
 request (prompt + output tokens, `ReplicaGroup.covers`) take it: a request longer than every
 group planned for its bucket (a request longer than its bucket held when the plan was made)
 goes to the groups of the role that can serve its bucket within the SLO and cover it, else
-to any group of the role that covers it (in proportion to replicas). A request is unrouted
+to any group of the role that covers it (in proportion to replicas). At run time the engine
+may start a request on another able group of its front role that would start it sooner, and
+send a prefilled request's KV cache to another able decode group whose batch has more room
+(`Routes`). A request is unrouted
 when no group serves its bucket or covers it, or its prefill group has no decode group that
 does, and too large
 when it needs more KV cache than one replica of its group holds.
@@ -38,6 +41,9 @@ class Routes:
     unrouted: NDArray[np.bool_]
     too_large: NDArray[np.bool_]
     alternatives: list[tuple[int, ...]]
+    decode_alternatives: list[tuple[int, ...]]
+    """The same for its decode group: other decode groups the engine sends its KV cache to
+    instead when a replica there has more room (`ServingEngine.decode_target`)."""
 
 
 def route_requests(
@@ -50,9 +56,27 @@ def route_requests(
     decode = np.where(large, -1, decode)
     buckets = plan.mix.serving_bucket_of(prompts, outputs)
     covered = coverage(plan.groups, prompts + outputs)
+    return Routes(
+        front,
+        decode,
+        unrouted,
+        large,
+        _alternatives(plan, buckets, front, covered),
+        _alternatives(plan, buckets, decode, covered),
+    )
+
+
+def _alternatives(
+    plan: ServingPlan,
+    buckets: NDArray[np.int64],
+    chosen: NDArray[np.int64],
+    covered: NDArray[np.bool_],
+) -> list[tuple[int, ...]]:
+    """Per request, the groups other than its `chosen` one (-1: none) of the same role that
+    serve its bucket or can serve it within the SLO and whose context class covers it."""
     serving: dict[tuple[int, int, bytes], tuple[int, ...]] = {}
     alternatives: list[tuple[int, ...]] = []
-    for request, (bucket, group) in enumerate(zip(buckets.tolist(), front.tolist(), strict=True)):
+    for request, (bucket, group) in enumerate(zip(buckets.tolist(), chosen.tolist(), strict=True)):
         if group < 0:
             alternatives.append(())
             continue
@@ -71,7 +95,7 @@ def route_requests(
                 )
             )
         alternatives.append(serving[key])
-    return Routes(front, decode, unrouted, large, alternatives)
+    return alternatives
 
 
 def coverage(groups: Sequence[ReplicaGroup], contexts: NDArray[np.int64]) -> NDArray[np.bool_]:
