@@ -39,21 +39,24 @@ cleanup() {
 trap cleanup EXIT
 
 debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" >&2
-# what an image need not carry: downloaded .debs, apt's package lists, logs, documentation (the
-# copyright files stay) and man pages; dpkg keeps the documentation out of later installs, as
-# in Debian's -slim images
-rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin \
-  "$root"/var/lib/apt/lists/* "$root"/var/log/* "$root"/usr/share/man/* "$root"/usr/share/info/*
+# what an image need not carry: downloaded .debs, apt's package lists, logs, translations,
+# documentation (the copyright files stay) and man pages; dpkg keeps them out of later installs
+# too, as in Debian's -slim images (python:*-slim's base)
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/* \
+  "$root"/var/log/* "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/*
 find "$root/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
 cat > "$root/etc/dpkg/dpkg.cfg.d/voltpack-slim" <<'CFG'
 path-exclude /usr/share/doc/*
 path-include /usr/share/doc/*/copyright
 path-exclude /usr/share/man/*
 path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
 CFG
 
 "$buildah" umount "$ctr" >/dev/null
-"$buildah" config --env LANG=C.UTF-8 --cmd /bin/bash \
+# an image from scratch has no environment: PATH as in Debian's images (the Dockerfile extends it)
+"$buildah" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  --env LANG=C.UTF-8 --cmd /bin/bash \
   --label org.opencontainers.image.description="Debian $suite ($packages) from $mirror" \
   --label voltpack.base.inputs="$hash" "$ctr"
 "$buildah" commit --quiet --rm "$ctr" "$name" >/dev/null
