@@ -13,9 +13,11 @@ buildah=scripts/buildah.sh
 
 version=$(awk -F'"' '/^version = "/ {print $2; exit}' pyproject.toml)
 name=localhost/voltpack:$version
-base=${BASE:-$(scripts/base_image.sh)}
 store=$(realpath -m "${VOLTPACK_IMAGE_STORE:-.tools/image}")
 stamp=$store/voltpack-$version.inputs
+# one build at a time per store (parallel test workers may all ask for the image)
+mkdir -p "$store" && exec 9>"$store/.lock" && flock 9
+base=${BASE:-$(scripts/base_image.sh)}
 
 # the build context is what .dockerignore lets in (its `!path` lines): hash exactly that
 mapfile -t context < <(sed -n 's/^!\(.*\)/\1/p' .dockerignore | sed 's:/$::')
