@@ -1,9 +1,10 @@
 # The voltpack image: one image for `voltpack operator`, `voltpack agent` and `voltpack api`
 # (the Helm chart in helm/voltpack runs all three from it). Build from the repository root,
-# with a registry:
+# with a registry (Docker with BuildKit, the default since Docker 23: RUN --mount below):
 #   docker build -t voltpack:0.1.0 .
-# or without a Docker daemon or a registry, from Debian's packages (what CI does):
+# or without a Docker daemon or a registry, from Debian's packages (what CI does; as root):
 #   make image        # scripts/base_image.sh, then buildah bud --build-arg BASE=<that base>
+#                     # (docs/install.md, "Building the image")
 # BASE is any Debian-like image with python3 >= 3.11 and its venv module: python:3.12-slim-bookworm
 # (the default) or the debootstrap base of scripts/base_image.sh (Debian's Python 3.11).
 # The dependencies are the locked versions of requirements/runtime.lock, each checked against
