@@ -21,7 +21,7 @@ KWOK_VERSION := v0.8.0
 K8S_DIR := .tools/k8s/$(K8S_VERSION)
 K8S_STAMP := $(K8S_DIR)/.built-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
 
-.PHONY: demo test lint bench crds clean tools k8s lock lock-check audit
+.PHONY: demo test lint bench crds clean tools k8s lock lock-check audit image
 
 $(STAMP): pyproject.toml $(LOCK_DEV)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -76,6 +76,13 @@ $(K8S_STAMP): tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/b
 	KWOK_VERSION=$(KWOK_VERSION) tools/kubernetes/build.sh $(K8S_DIR)
 	ln -sfn $(K8S_VERSION) .tools/k8s/bin
 	touch $@
+
+# the image, without a Docker daemon or a registry (root, buildah and debootstrap: `apt-get install
+# buildah debootstrap`): a Debian base from Debian's packages, then the Dockerfile on it, both kept
+# in .tools/image/ and rebuilt only when what they are built from changed (scripts/image.sh).
+# BASE=python:3.12-slim-bookworm make image builds on the registry's base instead
+image:
+	scripts/image.sh
 
 test: $(STAMP) $(HELM)
 	$(BIN)/python -m pytest -q -n 2 tests

@@ -33,6 +33,8 @@ SERVICES = {
         Service("Chromium", apt_packages=("chromium",)),
         # etcd + kube-apiserver (+ kwok), built from the Go module proxy
         Service("kube-apiserver", command="make k8s"),
+        # the image, built and run without a Docker daemon (make image; as root)
+        Service("buildah", apt_packages=("buildah", "debootstrap")),
     )
 }
 SKIP_PREFIX = "missing service"
