@@ -18,6 +18,7 @@ from voltpack.model.resources.inferenceservice import PlannedGroup
 from voltpack.operator.inference.plans import (
     ClusterProfiles,
     cluster_gpu_shapes,
+    plan_request,
     request_mix_of,
     spec_hash,
 )
@@ -415,3 +416,22 @@ def test_burst_mode_sizes_the_plan_on_the_requests_of_its_window() -> None:
     forecast = Cluster({**copy.deepcopy(SPEC), "scaling": {"mode": "reactive"}})
     forecast.round(forecast.controller())
     assert "Poisson" in forecast.service["status"]["predictedSloAttainmentBasis"]
+
+
+def test_the_tpot_statistic_is_part_of_the_spec_and_of_the_plan() -> None:
+    per_request = parsed()
+    mean = parsed(slo={"ttftMs": 3000, "tpotMs": 100, "tpotStatistic": "mean"})
+    assert per_request.slo.tpot_statistic == "p99"
+    assert plan_request(mean, 2.0).slo.tpot_is_mean
+    assert not plan_request(per_request, 2.0).slo.tpot_is_mean
+    assert spec_hash(mean) != spec_hash(per_request)
+    # the default keeps the hash of specs written before the field existed
+    assert spec_hash(per_request) == spec_hash(parsed(slo={"ttftMs": 3000, "tpotMs": 100}))
+    cluster = Cluster(
+        {**copy.deepcopy(SPEC), "slo": {"ttftMs": 3000, "tpotMs": 100, "tpotStatistic": "p90"}}
+    )
+    cluster.round(cluster.controller())
+    status = cluster.service["status"]
+    assert status["phase"] == "Invalid"
+    invalid = " ".join(c["message"] for c in status["conditions"])
+    assert "tpotStatistic" in invalid

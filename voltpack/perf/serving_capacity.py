@@ -41,18 +41,51 @@ TTFT_PERCENTILE = 0.99
 """The share of requests whose TTFT the queueing term covers."""
 
 
+TpotStatistic = Literal["p99", "mean"]
+TPOT_STATISTICS: tuple[TpotStatistic, ...] = ("p99", "mean")
+
+
 @dataclass(frozen=True)
 class ServingSlo:
-    """Latency objectives of a service: time to first token and mean time per output token."""
+    """Latency objectives of a service: time to first token (per request, at
+    TTFT_PERCENTILE) and time per output token, judged per request (`p99`: every request's
+    own TPOT, sized for the high batch and the worst iteration) or over the service (`mean`:
+    the mean of the requests' TPOTs, sized for the mean iteration: Mélange's SLO)."""
 
     ttft_s: float
     tpot_s: float
+    tpot_statistic: TpotStatistic = "p99"
 
     def __post_init__(self) -> None:
         if not (self.ttft_s > 0 and self.tpot_s > 0):
             raise PerfModelError(
                 f"SLO must be positive: ttft_s={self.ttft_s}, tpot_s={self.tpot_s}"
             )
+        if self.tpot_statistic not in TPOT_STATISTICS:
+            raise PerfModelError(
+                f"tpot_statistic must be one of {', '.join(TPOT_STATISTICS)}, got "
+                f"{self.tpot_statistic!r}"
+            )
+
+    @property
+    def tpot_is_mean(self) -> bool:
+        """Whether the TPOT objective is on the mean over requests (Mélange's)."""
+        return self.tpot_statistic == "mean"
+
+
+def tpot_met(
+    tpot_s: FloatArray, output_tokens: NDArray[np.int64], served: NDArray[np.bool_], slo: ServingSlo
+) -> NDArray[np.bool_]:
+    """Per request, whether the TPOT objective holds for it: its own TPOT within the SLO
+    (`p99`), or, for a mean-TPOT SLO, whether the mean TPOT over the served requests that
+    decode (two or more output tokens) is within it (then for every served request, else for
+    none). Unserved requests never meet it."""
+    if not slo.tpot_is_mean:
+        with np.errstate(invalid="ignore"):
+            return np.asarray(served & (tpot_s <= slo.tpot_s), dtype=np.bool_)
+    decoding = served & (output_tokens > 1)
+    mean_s = float(np.mean(tpot_s[decoding])) if decoding.any() else 0.0
+    return np.asarray(served & (mean_s <= slo.tpot_s), dtype=np.bool_)
 
 
 @dataclass(frozen=True)
@@ -159,9 +192,10 @@ def batch_cap(
 ) -> int:
     """The largest batch (<= MAX_BATCH) whose iteration, with a full chunk of `chunk_tokens`
     and `extra_s` added per token, stays within the TPOT SLO; 0 when even one sequence
-    misses it."""
+    misses it. With a mean-TPOT SLO the chunk is left out: it comes once per prompt, and
+    the capacity table bounds the mean iteration."""
     batches = np.arange(1, MAX_BATCH + 1, dtype=np.float64)
-    chunk = np.full_like(batches, float(chunk_tokens or 0))
+    chunk = np.full_like(batches, 0.0 if slo.tpot_is_mean else float(chunk_tokens or 0))
     step = profile.mixed_step_s(batches, batches * context_per_sequence, chunk) + extra_s
     fits = np.flatnonzero(step <= slo.tpot_s)
     return int(fits[-1] + 1) if fits.size else 0
@@ -215,6 +249,7 @@ def decode_operating_points(
     settings: ReplicaSettings,
     transfer_s: FloatArray | None = None,
     steps: DecodeSteps | None = None,
+    mean_tpot: bool = False,
 ) -> OperatingPoints:
     """Operating points of a unified or decode replica over BATCH_GRID (mean batches).
 
@@ -228,6 +263,9 @@ def decode_operating_points(
     TTFT for chunked prefill: the prompt-token queue
     (M/M/1 wait) plus the iterations of the longest prompt's chunks, each a full chunk with
     the high batch. `steps`: `decode_steps(profile, sizes)` when already computed.
+    `mean_tpot`: the TPOT is the mean iteration's (the mean batch, newcomers' prefill spread
+    over the iterations, a decode replica's KV transfer spread over the output), for a
+    mean-TPOT SLO.
     """
     prompt = np.array([s.prompt_tokens for s in sizes])[:, None]
     output = np.array([s.output_tokens for s in sizes])[:, None]
@@ -251,6 +289,8 @@ def decode_operating_points(
         )[:, None]
         busy = np.minimum(high_step + chunk * profile.prefill_token_s, worst)
         tpot = np.minimum(high_step + newcomer_tokens * profile.prefill_token_s, worst)
+        if mean_tpot:
+            tpot = iteration
         rate = batch / (output * iteration)
         token_rate = chunk / busy
         rho = rate * prompt / token_rate
@@ -262,6 +302,8 @@ def decode_operating_points(
     elif role == "unified":
         prefill = profile.prefill_time_s(prompt[:, 0], prompt[:, 0] ** 2)[:, None]
         tpot = high_step + high * prefill / output
+        if mean_tpot:
+            tpot = step + batch * prefill / output
         rate = batch / (output * (step + batch * prefill / output))
         longest_s = profile.prefill_time_s(longest[:, 0], longest[:, 0] ** 2)[:, None]
         ttft = ttft_wait_s(rate * prefill, np.broadcast_to(prefill, rate.shape)) + longest_s + step
@@ -272,6 +314,8 @@ def decode_operating_points(
         # the shortest output's TPOT: its KV transfer and the wait for the decode batch's
         # next iteration (up to one step) come between its first token and its second
         tpot = high_step + np.maximum(spread, (moved + high_step) / (shortest - 1.0))
+        if mean_tpot:
+            tpot = step + spread
         rate = batch / (output * (step + spread))
         ttft = np.zeros_like(rate)
     kv_tokens = np.maximum(high, 1.0) * (prompt + output)
@@ -296,7 +340,9 @@ def capacity_table(
     chosen = settings or ReplicaSettings()
     if role == "prefill":
         return _prefill_capacities(profile, sizes, slo, chosen)
-    points = decode_operating_points(profile, sizes, role, chosen, transfer_s, steps)
+    points = decode_operating_points(
+        profile, sizes, role, chosen, transfer_s, steps, slo.tpot_is_mean
+    )
     checks: list[tuple[Limit, NDArray[np.bool_]]] = [
         ("tpot", points.tpot_s <= slo.tpot_s),
         ("batch", points.high_batch <= chosen.max_batch),

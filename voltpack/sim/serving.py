@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError
+from voltpack.perf.serving_capacity import tpot_met
 from voltpack.perf.serving_replica import (
     DEFAULT_PREFILL_TOKEN_BUDGET,
     PoolSpec,
@@ -92,7 +93,9 @@ class ServingResult:
     tpot_p90_s: float
     tpot_p99_s: float
     slo_attainment_pct: float
-    """Share of all requests (served or not) within both the TTFT and the TPOT SLO."""
+    """Share of all requests (served or not) within both the TTFT and the TPOT SLO (with a
+    mean-TPOT SLO: the share within the TTFT SLO when the mean TPOT is within its SLO, else
+    0, `perf.serving_capacity.tpot_met`)."""
     cost_per_hour: float
     gpus_by_type: dict[str, int]
     energy_j: float
@@ -107,6 +110,9 @@ class ServingResult:
     duration_s: float
     """From the first arrival to the later of the last arrival and the last token."""
     offered_rate_per_s: float
+    tpot_mean_s: float = float("nan")
+    """Mean TPOT over the served requests of two or more output tokens (what a mean-TPOT SLO
+    judges; NaN if none)."""
 
     @property
     def requests_unserved(self) -> int:
@@ -205,7 +211,8 @@ def simulate_serving(
             (outcome.last_token_s - outcome.first_token_s) / np.maximum(outputs - 1, 1),
             np.where(served, 0.0, np.nan),
         )
-    met = served & (ttft <= plan.slo.ttft_s) & (tpot <= plan.slo.tpot_s)
+    met = served & (ttft <= plan.slo.ttft_s) & tpot_met(tpot, outputs, served, plan.slo)
+    decoding = served & (outputs > 1)
     start_s = float(arrival_s.min())
     end_s = max(float(arrival_s.max()), float(np.nanmax(outcome.last_token_s, initial=start_s)))
     duration_s = end_s - start_s
@@ -239,6 +246,7 @@ def simulate_serving(
         requests_too_large=int(too_large.sum()),
         duration_s=duration_s,
         offered_rate_per_s=_mean_rate_per_s(arrival_s),
+        tpot_mean_s=float(np.mean(tpot[decoding])) if decoding.any() else float("nan"),
     )
 
 

@@ -38,6 +38,12 @@ class ServiceSlo(ResourceModel):
 
     ttft_ms: float = Field(gt=0, le=600_000, description="time to first token, ms")
     tpot_ms: float = Field(gt=0, le=60_000, description="mean time per output token, ms")
+    tpot_statistic: Literal["p99", "mean"] = Field(
+        default="p99",
+        description="p99: every request's own TPOT within tpotMs (sized for the high batch "
+        "and the worst iteration); mean: the mean TPOT over requests within tpotMs (Mélange's "
+        "SLO, sized for the mean iteration)",
+    )
 
 
 class RequestSizeShare(ResourceModel):

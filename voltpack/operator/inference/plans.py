@@ -85,7 +85,11 @@ def plan_request(
         model=spec.model,
         mix=request_mix_of(spec.request_sizes),
         rate_per_s=rate_per_s,
-        slo=ServingSlo(ttft_s=spec.slo.ttft_ms / 1000.0, tpot_s=spec.slo.tpot_ms / 1000.0),
+        slo=ServingSlo(
+            ttft_s=spec.slo.ttft_ms / 1000.0,
+            tpot_s=spec.slo.tpot_ms / 1000.0,
+            tpot_statistic=spec.slo.tpot_statistic,
+        ),
         prices=price_list(spec),
         gpu_types=tuple(types),
         allow_split=spec.split == "auto",
@@ -151,7 +155,9 @@ def spec_hash(spec: InferenceServiceSpec) -> str:
     hysteresis): model, SLO, GPU types, prices, request sizes, split."""
     relevant = {
         "model": spec.model.casefold(),
-        "slo": [spec.slo.ttft_ms, spec.slo.tpot_ms],
+        # the statistic only when not the default: plans made before it existed keep their hash
+        "slo": [spec.slo.ttft_ms, spec.slo.tpot_ms]
+        + ([spec.slo.tpot_statistic] if spec.slo.tpot_statistic != "p99" else []),
         "gpuTypes": sorted(gpu_type_name(t) for t in spec.gpu_types),
         "prices": sorted((gpu_type_name(t), p) for t, p in spec.prices.items()),
         "requestSizes": [[s.prompt_tokens, s.output_tokens, s.share] for s in spec.request_sizes],

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError
+from voltpack.perf.serving_capacity import tpot_met
 from voltpack.perf.serving_replica import PoolSpec, RequestPlan, ServingEngine
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.inference.routing import route_requests
@@ -132,7 +133,7 @@ def _replay(
         )
     served = routes.front >= 0
     ttft_ok = served & (ttft <= plan.slo.ttft_s)  # NaN (not served) compares False
-    tpot_ok = served & (tpot <= plan.slo.tpot_s)
+    tpot_ok = tpot_met(tpot, outputs, served, plan.slo)
     return np.asarray(ttft_ok, dtype=np.bool_), np.asarray(tpot_ok, dtype=np.bool_)
 
 
