@@ -83,9 +83,17 @@ def tpot_met(
     if not slo.tpot_is_mean:
         with np.errstate(invalid="ignore"):
             return np.asarray(served & (tpot_s <= slo.tpot_s), dtype=np.bool_)
+    mean_s = mean_tpot_s(tpot_s, output_tokens, served)
+    return np.asarray(served & (np.isnan(mean_s) or mean_s <= slo.tpot_s), dtype=np.bool_)
+
+
+def mean_tpot_s(
+    tpot_s: FloatArray, output_tokens: NDArray[np.int64], served: NDArray[np.bool_]
+) -> float:
+    """Mean TPOT over the served requests that decode (two or more output tokens); NaN when
+    none does."""
     decoding = served & (output_tokens > 1)
-    mean_s = float(np.mean(tpot_s[decoding])) if decoding.any() else 0.0
-    return np.asarray(served & (mean_s <= slo.tpot_s), dtype=np.bool_)
+    return float(np.mean(tpot_s[decoding])) if decoding.any() else float("nan")
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError
-from voltpack.perf.serving_capacity import tpot_met
+from voltpack.perf.serving_capacity import mean_tpot_s, tpot_met
 from voltpack.perf.serving_replica import (
     DEFAULT_PREFILL_TOKEN_BUDGET,
     PoolSpec,
@@ -212,7 +212,6 @@ def simulate_serving(
             np.where(served, 0.0, np.nan),
         )
     met = served & (ttft <= plan.slo.ttft_s) & tpot_met(tpot, outputs, served, plan.slo)
-    decoding = served & (outputs > 1)
     start_s = float(arrival_s.min())
     end_s = max(float(arrival_s.max()), float(np.nanmax(outcome.last_token_s, initial=start_s)))
     duration_s = end_s - start_s
@@ -246,7 +245,7 @@ def simulate_serving(
         requests_too_large=int(too_large.sum()),
         duration_s=duration_s,
         offered_rate_per_s=_mean_rate_per_s(arrival_s),
-        tpot_mean_s=float(np.mean(tpot[decoding])) if decoding.any() else float("nan"),
+        tpot_mean_s=mean_tpot_s(tpot, outputs, served),
     )
 
 

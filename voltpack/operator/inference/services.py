@@ -589,18 +589,18 @@ class InferenceServiceController:
             if window is not None and window[0].sum() >= 1
             else None
         )
-        sizings: dict[int, WindowSizedPlan] = {}
+        sizings: list[WindowSizedPlan] = []
 
         def plan_at(link_bytes_per_s: float) -> ServingPlan:
             linked = replace(request, kv_link_bytes_per_s_per_gpu=link_bytes_per_s)
             if requests is None:
                 return plan_service(linked, book)
             sized = plan_service_on_window(linked, *requests, book=book)
-            sizings[id(sized.plan)] = sized
+            sizings.append(sized)
             return sized.plan
 
         plan, kv = plan_with_kv(plan_at, self.links if spec.split == "auto" else None)
-        return plan, kv, sizings.get(id(plan))
+        return plan, kv, next((sized for sized in sizings if sized.plan is plan), None)
 
     def _plannable(self, spec: InferenceServiceSpec) -> list[str]:
         """The allowed GPU types the cluster has; InfeasiblePlanError naming them if none."""

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.serving_capacity import tpot_met
 from voltpack.perf.serving_replica import PoolSpec, RequestPlan, ServingEngine
+from voltpack.policies.inference.buckets import RequestMix
 from voltpack.policies.inference.plan import ServingPlan
 from voltpack.policies.inference.routing import route_requests
 
@@ -52,11 +53,7 @@ def predicted_attainment(
     if requests < 100:
         raise InvalidRequestError(f"requests must be at least 100, got {requests}")
     rng = np.random.default_rng(seed)
-    buckets = plan.mix.buckets
-    shares = np.array([b.share for b in buckets])
-    drawn = rng.choice(len(buckets), size=requests, p=shares / shares.sum())
-    prompts = np.array([max(1, round(b.size.prompt_tokens)) for b in buckets])[drawn]
-    outputs = np.array([max(1, round(b.size.output_tokens)) for b in buckets])[drawn]
+    prompts, outputs = draw_sizes(plan.mix, requests, rng)
     arrival_s = np.cumsum(rng.exponential(1.0 / plan.rate_per_s, requests))
     # the router's draws must not be the uniforms that drew the sizes (one seed would send
     # every request of a bucket the same way)
@@ -68,6 +65,18 @@ def predicted_attainment(
         f"{requests - int(requests * WARMUP_SHARE)} requests of the size mix arriving as a "
         f"Poisson process at {plan.rate_per_s:.4g}/s, replayed through the plan's replicas",
     )
+
+
+def draw_sizes(
+    mix: RequestMix, count: int, rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """`count` request sizes (prompt, output tokens) drawn from `mix` by its shares, each its
+    bucket's mean size."""
+    shares = np.array([bucket.share for bucket in mix.buckets])
+    drawn = rng.choice(len(mix.buckets), size=count, p=shares / shares.sum())
+    prompts = np.array([max(1, round(b.size.prompt_tokens)) for b in mix.buckets])[drawn]
+    outputs = np.array([max(1, round(b.size.output_tokens)) for b in mix.buckets])[drawn]
+    return prompts.astype(np.int64), outputs.astype(np.int64)
 
 
 def window_attainment(

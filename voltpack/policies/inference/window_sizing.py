@@ -20,7 +20,11 @@ from numpy.typing import NDArray
 
 from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.inference_profile import ProfileBook
-from voltpack.policies.inference.attainment import PredictedAttainment, window_attainment
+from voltpack.policies.inference.attainment import (
+    PredictedAttainment,
+    draw_sizes,
+    window_attainment,
+)
 from voltpack.policies.inference.buckets import RequestMix
 from voltpack.policies.inference.melange import melange_plan
 from voltpack.policies.inference.mix_planner import (
@@ -171,24 +175,19 @@ def window_from_slots(
     sizes drawn from `mix` (each its bucket's mean). When the slots hold more than
     `max_requests`, the busiest stretch of consecutive slots holding at most that many.
     Raises InvalidRequestError for negative or non-finite counts or a non-positive slot."""
-    arrived = np.rint(np.asarray(counts, dtype=np.float64)).astype(np.int64)
-    if arrived.ndim != 1 or np.any(arrived < 0) or not slot_s > 0:
-        raise InvalidRequestError("need non-negative counts per slot and slot_s > 0")
+    measured = np.asarray(counts, dtype=np.float64)
+    if measured.ndim != 1 or not np.all(np.isfinite(measured)) or np.any(measured < 0):
+        raise InvalidRequestError("need one finite non-negative count per slot")
+    if not slot_s > 0:
+        raise InvalidRequestError(f"slot_s must be positive, got {slot_s}")
+    arrived = np.rint(measured).astype(np.int64)
     arrived = _busiest_stretch(arrived, max_requests)
     total = int(arrived.sum())
     slot = np.repeat(np.arange(arrived.size), arrived)
     within = np.concatenate([(np.arange(n) + 0.5) / n for n in arrived if n > 0] or [[]])
     arrival_s = (slot + within) * slot_s
-    rng = np.random.default_rng(seed)
-    shares = np.array([bucket.share for bucket in mix.buckets])
-    drawn = rng.choice(len(mix.buckets), size=total, p=shares / shares.sum())
-    prompts = np.array([max(1, round(b.size.prompt_tokens)) for b in mix.buckets])[drawn]
-    outputs = np.array([max(1, round(b.size.output_tokens)) for b in mix.buckets])[drawn]
-    return (
-        np.asarray(arrival_s, dtype=np.float64),
-        prompts.astype(np.int64),
-        outputs.astype(np.int64),
-    )
+    prompts, outputs = draw_sizes(mix, total, np.random.default_rng(seed))
+    return np.asarray(arrival_s, dtype=np.float64), prompts, outputs
 
 
 def _busiest_stretch(arrived: NDArray[np.int64], max_requests: int) -> NDArray[np.int64]:
