@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from kubernetes import watch
 from urllib3.exceptions import ProtocolError
 
 from voltpack.operator.kube.client import REQUEST_TIMEOUT_S, api_message, call_json, status_code
 from voltpack.operator.kube.setup_problems import SetupLog
+from voltpack.operator.kube.watch_stream import watch_events
 
 log = logging.getLogger(__name__)
 
@@ -227,22 +227,17 @@ class ResourceCache:
 
     def _follow(self, resource_version: str, stop: threading.Event) -> str:
         """Apply watch events until the stream ends; return the last resourceVersion."""
-        # return_type=object: events stay plain dicts (the typed models would cost a
-        # deserialisation per event that nothing here reads)
-        watcher = watch.Watch(return_type=object)
-        for event in watcher.stream(
+        for event in watch_events(
             self._list,
-            resource_version=resource_version,
-            timeout_seconds=WATCH_TIMEOUT_S,
-            allow_watch_bookmarks=True,
+            resource_version,
+            WATCH_TIMEOUT_S,
             # the server ends the watch after WATCH_TIMEOUT_S: a longer silence is a dead link
-            _request_timeout=(REQUEST_TIMEOUT_S[0], WATCH_TIMEOUT_S * 2),
+            (REQUEST_TIMEOUT_S[0], WATCH_TIMEOUT_S * 2),
         ):
             if stop.is_set():
-                watcher.stop()
                 break
             kind = event["type"]
-            obj = event.get("raw_object") or {}
+            obj = event.get("object") or {}
             if kind == "ERROR":
                 code = obj.get("code")
                 if code == 410:

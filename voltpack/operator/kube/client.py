@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from kubernetes.client.exceptions import ApiException
 
 REQUEST_TIMEOUT_S = (10.0, 60.0)
@@ -26,7 +27,7 @@ def call_json(function: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
     data = response.data
     if not data:
         return {}
-    parsed = json.loads(data)
+    parsed = orjson.loads(data)
     return parsed if isinstance(parsed, dict) else {}
 
 
