@@ -6,9 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from voltpack.forecast.batch import PerSeries
-from voltpack.forecast.models.ensemble import Ensemble
-from voltpack.forecast.models.ets import ExponentialSmoothing
-from voltpack.forecast.models.global_gbm import GlobalBoost
 from voltpack.forecast.models.seasonal_naive import SeasonalNaive
 from voltpack.forecast.names import forecaster_names
 from voltpack.forecast.protocol import BatchForecaster
@@ -19,7 +16,15 @@ __all__ = ["forecaster_names", "make_forecaster"]
 
 
 def make_forecaster(name: str, **params: Any) -> BatchForecaster:
-    """A fresh forecaster; `params` are the model's keyword arguments (see its class)."""
+    """A fresh forecaster; `params` are the model's keyword arguments (see its class).
+
+    The models built on statsmodels and LightGBM are imported when first made: a process that
+    never forecasts with them (the operator scheduling pods) does not pay a second of imports."""
+    # imported here, not at the top: see the docstring
+    from voltpack.forecast.models.ensemble import Ensemble  # noqa: PLC0415
+    from voltpack.forecast.models.ets import ExponentialSmoothing  # noqa: PLC0415
+    from voltpack.forecast.models.global_gbm import GlobalBoost  # noqa: PLC0415
+
     builders: dict[str, Callable[[], BatchForecaster]] = {
         "naive": lambda: PerSeries(lambda: SeasonalNaive(**{"season": 1, **params})),
         "seasonal_naive": lambda: PerSeries(lambda: SeasonalNaive(**params)),

@@ -26,7 +26,6 @@ from functools import cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import nnls
 
 from voltpack.model.errors import CatalogError
 from voltpack.model.gpu_sku import GpuSku, default_catalog
@@ -181,6 +180,8 @@ def robust_nonnegative_fit(
     target = measured_s - offset_s
     huber = np.ones_like(measured_s)
     coefficients = np.zeros(features.shape[1])
+    from scipy.optimize import nnls  # noqa: PLC0415 - 0.3 s import, only to fit a profile
+
     for _ in range(iterations):
         weight = huber / measured_s
         coefficients, _ = nnls(features * weight[:, None], target * weight)

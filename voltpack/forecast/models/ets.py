@@ -31,7 +31,7 @@ from scipy.stats import norm
 from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
 from voltpack.forecast.history import CleanHistory, clean_history, finalize_quantiles
-from voltpack.forecast.models.seasonal_naive import SeasonalNaive
+from voltpack.forecast.models.seasonal_naive import SeasonalNaive, seasonal_fit_samples
 from voltpack.forecast.series import FloatArray, QuantileForecast, TimeSeries, check_quantiles
 from voltpack.model.errors import ForecastError
 
@@ -79,11 +79,6 @@ def smooth_without_trend(model: Any, params: FloatArray) -> SmoothedEts:
         np.asarray(params, dtype=np.float64), float(states[-1, 0]), season,
         float(np.mean(residuals**2)),
     )  # fmt: skip
-
-
-def seasonal_fit_samples(season: int) -> int:
-    """Samples ETS needs to fit a season: two full seasons plus 10 for the heuristic start."""
-    return 2 * season + 10
 
 
 class ExponentialSmoothing:

@@ -47,6 +47,12 @@ def seasonal_naive_scores(
     return HorizonConformal.from_scores(steps, np.concatenate(scores_list))
 
 
+def seasonal_fit_samples(season: int) -> int:
+    """Samples ETS needs to fit a season: two full seasons plus 10 for the heuristic start
+    (here, not in `ets`, so that reading it does not import statsmodels)."""
+    return 2 * season + 10
+
+
 class SeasonalNaive:
     """The seasonal naive forecaster with empirical (conformal) error quantiles."""
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from voltpack.forecast.history import CleanHistory
-from voltpack.forecast.models.ets import seasonal_fit_samples
+from voltpack.forecast.models.seasonal_naive import seasonal_fit_samples
 from voltpack.forecast.series import FloatArray, TimeSeries
 
 

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array, diags_array, hstack
 
 SOLVE_LIMIT_S = 2.0
@@ -46,6 +45,8 @@ def balanced_solution(
     bounds_upper = np.append(np.where(keep > 0, column_upper, 0.0), np.inf)
     costs = np.zeros(matrix.shape[1] + 1)
     costs[-1] = 1.0
+    from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: PLC0415 - 0.3 s import
+
     result = milp(
         c=costs,
         constraints=LinearConstraint(balanced, lower, upper),

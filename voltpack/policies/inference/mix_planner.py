@@ -30,10 +30,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, milp
 from scipy.sparse import coo_array
 
 from voltpack.model.errors import InvalidRequestError
@@ -60,6 +60,9 @@ from voltpack.policies.inference.context_classes import (
 from voltpack.policies.inference.load_balance import balanced_solution
 from voltpack.policies.inference.plan import ReplicaGroup, ServingPlan
 from voltpack.policies.inference.prices import PriceList
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 DEFAULT_SLICES = 8
 """Slices per bucket (Mélange's `slice_factor`): how finely a bucket's rate may be divided."""
@@ -431,6 +434,9 @@ def solve_plan(
         lower.append(-np.inf)
         upper.append(0.0)
         row += 1
+    # scipy.optimize takes 0.3 s to import: only a process that plans pays it
+    from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: PLC0415
+
     matrix = coo_array((values, (rows, cols)), shape=(row, len(model.costs))).tocsr()
     result = milp(
         c=np.array(model.costs),
