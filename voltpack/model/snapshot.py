@@ -10,6 +10,7 @@ in the number of nodes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,8 @@ NO_GPU_MODEL = -1
 
 JournalEntry = tuple[int, int, Pod, tuple[int, ...], tuple[int, ...]]
 """(+1 allocate or -1 release, node, pod, GPU indices, NIC slots): one change to a snapshot."""
+
+_tokens = itertools.count(1)
 
 
 def gpu_pod_kind(pod: Pod) -> int:
@@ -69,9 +72,22 @@ class ClusterSnapshot:
     journal: list[JournalEntry] | None = field(default=None, repr=False, compare=False)
     """While a statement is open (`scheduler/statement.py`): every allocate (+1) and release
     (-1) in order, so that a checkpoint can be rolled back; None: nothing is recorded."""
+    row_version: IntArray = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False, compare=False
+    )
+    """Per node, a count of the changes to its free resources in this snapshot (`allocate`,
+    `release`, `mark_changed`): a value derived from a row is current while its count is
+    unchanged (`model/row_cache.py`), so a decision recomputes only the rows that changed."""
+    token: int = field(default_factory=lambda: next(_tokens), repr=False, compare=False)
+    """Unique to this snapshot object (a copy gets its own): `row_version` counts compare only
+    within one token."""
+    derived: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
+    """Per-row values derived from this snapshot, by their user's key (`model/row_cache.py`)."""
 
     def __post_init__(self) -> None:
         count = len(self.node_names)
+        if self.row_version.shape != (count,):
+            self.row_version = np.zeros(count, dtype=np.int64)
         if not self.layouts:
             self.layouts = (None,) * count
         if self.nic_present.shape[0] != count:
@@ -188,7 +204,14 @@ class ClusterSnapshot:
             nic_present=self.nic_present,
             nic_rdma=self.nic_rdma,
             nic_free_pct=self.nic_free_pct.copy(),
+            row_version=self.row_version.copy(),
         )
+
+    def mark_changed(self, rows: Sequence[int] | IntArray) -> None:
+        """Record that the free resources or GPUs of `rows` were changed other than by
+        `allocate`/`release` (e.g. a faulty GPU taken out): every array write outside those
+        two must be followed by this, or values derived from the rows go stale."""
+        np.add.at(self.row_version, np.asarray(rows, dtype=np.int64), 1)
 
     def nic_names(self, node: int, nic_indices: Sequence[int]) -> tuple[str, ...]:
         """Names of the NICs in slots `nic_indices` of `node`, as its layout calls them."""
@@ -219,6 +242,7 @@ class ClusterSnapshot:
             self.gpu_free_milli[node, gpu] -= pod.gpu_milli
         if nics:
             self.nic_free_pct[node, nics] -= pod.rdma_percent
+        self.row_version[node] += 1
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
             if self.power is not None:
@@ -251,6 +275,7 @@ class ClusterSnapshot:
         self.gpu_free_milli[node, gpus] += pod.gpu_milli
         if nics:
             self.nic_free_pct[node, nics] += pod.rdma_percent
+        self.row_version[node] += 1
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
             if self.power is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from voltpack.model.row_cache import derived_rows
 from voltpack.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from voltpack.model.workload import Pod
 from voltpack.policies.fragmentation import TypicalPods
@@ -61,6 +62,11 @@ class CpuPerGpu:
 
 def free_gpu_milli(snapshot: ClusterSnapshot, rows: IntArray) -> IntArray:
     """Free milli-GPU of each node at `rows`, summed over its GPUs."""
+    total: IntArray = derived_rows(snapshot, "free_gpu_milli", _summed_free_gpu_milli, rows)
+    return total
+
+
+def _summed_free_gpu_milli(snapshot: ClusterSnapshot, rows: IntArray) -> IntArray:
     total: IntArray = np.where(snapshot.gpu_present[rows], snapshot.gpu_free_milli[rows], 0).sum(
         axis=1
     )

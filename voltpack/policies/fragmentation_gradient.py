@@ -4,7 +4,8 @@ For a pod and every candidate node (and, for a GPU-sharing pod, every GPU that f
 change of the node's fragmentation (see `fragmentation`) if the pod were placed there. The
 computation is exact: fragmentation is kept in integer milli-GPU x shape-count units, so "no
 change" is exactly zero. Results are cached per pod shape and per node, and recomputed only for
-nodes whose free resources changed since, so a decision costs little more than the filter.
+nodes whose free resources changed since (within one snapshot: its `row_version` moved; across
+snapshots: their free resources differ), so a decision costs little more than the filter.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class _ShapeCache:
     valid: BoolArray
     delta: IntArray
     best_gpu: IntArray
+    version: IntArray
+    """The snapshot's `row_version` of each row when it was last found current."""
+    token: int = 0
+    """The snapshot `version` counts; another snapshot's rows are compared by value."""
 
 
 @dataclass(frozen=True)
@@ -78,14 +83,19 @@ class FragmentationGradient:
                 valid=np.zeros(count, dtype=np.bool_),
                 delta=np.zeros(count, dtype=np.int64),
                 best_gpu=np.full(count, -1, dtype=np.int64),
+                version=np.zeros(count, dtype=np.int64),
             )
             self._cache[key] = cache
-        cpu_now = snapshot.cpu_free_milli[candidates]
-        gpu_now = snapshot.gpu_free_milli[candidates]
-        fresh = (
-            cache.valid[candidates]
-            & (cache.cpu_free[candidates] == cpu_now)
-            & (cache.gpu_free[candidates] == gpu_now).all(axis=1)
+        if cache.token != snapshot.token:
+            # another snapshot (a new cycle, a scratch copy): a row stays current where its
+            # free resources are what it was computed from; from here on its changes count
+            cache.valid &= (cache.cpu_free == snapshot.cpu_free_milli) & (
+                cache.gpu_free == snapshot.gpu_free_milli
+            ).all(axis=1)
+            cache.version[:] = snapshot.row_version
+            cache.token = snapshot.token
+        fresh = cache.valid[candidates] & (
+            cache.version[candidates] == snapshot.row_version[candidates]
         )
         stale = candidates[~fresh]
         if stale.size:
@@ -94,6 +104,7 @@ class FragmentationGradient:
             cache.best_gpu[stale] = best_gpu
             cache.cpu_free[stale] = snapshot.cpu_free_milli[stale]
             cache.gpu_free[stale] = snapshot.gpu_free_milli[stale]
+            cache.version[stale] = snapshot.row_version[stale]
             cache.valid[stale] = True
         return Gradient(
             delta_weighted=cache.delta[candidates],

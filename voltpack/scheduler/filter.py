@@ -4,10 +4,12 @@ bandwidth)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from voltpack.model.snapshot import BoolArray, ClusterSnapshot
+from voltpack.model.row_cache import derived_rows
+from voltpack.model.snapshot import BoolArray, ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod
 
 FILTER_NAMES = ("gpu-model", "devices", "cpu", "memory", "gpu", "nic", "power")
@@ -54,6 +56,21 @@ def gpus_fitting(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
     return snapshot.gpu_present & (snapshot.gpu_free_milli >= pod.gpu_milli)
 
 
+def fitting_gpu_count(snapshot: ClusterSnapshot, gpu_milli: int) -> IntArray:
+    """Per node, its GPUs with at least `gpu_milli` free (kept on the snapshot between
+    decisions, recomputed for the nodes that changed)."""
+    counts: IntArray = derived_rows(
+        snapshot, ("fitting_gpu_count", gpu_milli), partial(_fitting_gpu_count, gpu_milli=gpu_milli)
+    )
+    return counts
+
+
+def _fitting_gpu_count(snapshot: ClusterSnapshot, rows: IntArray, gpu_milli: int) -> IntArray:
+    fits = snapshot.gpu_present[rows] & (snapshot.gpu_free_milli[rows] >= gpu_milli)
+    counts: IntArray = fits.sum(axis=1)
+    return counts
+
+
 def nics_fitting(snapshot: ClusterSnapshot, pod: Pod) -> BoolArray:
     """Per node and NIC slot: an RDMA NIC with at least the pod's `rdma_percent` free."""
     return snapshot.nic_present & snapshot.nic_rdma & (snapshot.nic_free_pct >= pod.rdma_percent)
@@ -71,7 +88,7 @@ def filter_nodes(snapshot: ClusterSnapshot, pod: Pod) -> FilterResult:
         ("memory", snapshot.memory_free_mib >= pod.memory_mib),
     ]
     if pod.num_gpu > 0:
-        checks.append(("gpu", gpus_fitting(snapshot, pod).sum(axis=1) >= pod.num_gpu))
+        checks.append(("gpu", fitting_gpu_count(snapshot, pod.gpu_milli) >= pod.num_gpu))
     if pod.rdma_percent > 0:
         # Any GPUs of the node can use any of its NICs (at worst across the host), so a node
         # fits when it has the GPUs and, independently, one RDMA NIC with room.

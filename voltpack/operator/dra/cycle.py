@@ -187,11 +187,13 @@ class DraCycle:
             slot = self.nodes[node].slot_of.get(device_id)
             if slot is not None and slot < snapshot.gpu_free_milli.shape[1]:
                 snapshot.gpu_free_milli[row, slot] = 0
+                snapshot.mark_changed([row])
             layout = snapshot.layouts[row]
             if kind == "nic" and layout is not None:
                 slots = {nic.name: slot for slot, nic in enumerate(layout.nics)}
                 if device.id.name in slots:
                     snapshot.nic_free_pct[row, slots[device.id.name]] = 0
+                    snapshot.mark_changed([row])
 
     def _claims_of(self, pod: Mapping[str, Any]) -> list[ClaimState]:
         key = f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"

@@ -122,3 +122,4 @@ def cordon(snapshot: ClusterSnapshot, isolation: Isolation) -> None:
         snapshot.cpu_free_milli[node] = 0
         snapshot.memory_free_mib[node] = 0
     snapshot.gpu_present = present
+    snapshot.mark_changed(sorted({node for node, _ in isolation.gpus} | set(isolation.nodes)))
