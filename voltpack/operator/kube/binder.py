@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 
 from voltpack.model.decision import Placement
-from voltpack.operator.kube.client import api_message, call_json, status_code
+from voltpack.operator.kube.client import api_message, call_json, path_part, post_json, status_code
 from voltpack.operator.kube.conventions import (
     GANG_BINDING_ANNOTATION,
     GPU_INDICES_ANNOTATION,
@@ -159,7 +159,8 @@ def _bind(
         "metadata": metadata,
         "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
     }
-    call_json(core.create_namespaced_pod_binding, name, namespace, body)
+    path = f"/api/v1/namespaces/{path_part(namespace)}/pods/{path_part(name)}/binding"
+    post_json(core.api_client, path, body)
 
 
 UNDONE_REASON = "GangBindingUndone"

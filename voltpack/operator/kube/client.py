@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import orjson
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 REQUEST_TIMEOUT_S = (10.0, 60.0)
@@ -29,6 +31,41 @@ def call_json(function: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
         return {}
     parsed = orjson.loads(data)
     return parsed if isinstance(parsed, dict) else {}
+
+
+def post_json(
+    api: ApiClient,
+    resource_path: str,
+    body: dict[str, Any],
+    timeout_s: tuple[float, float] = REQUEST_TIMEOUT_S,
+) -> dict[str, Any]:
+    """POST `body` to `resource_path` (its parts already quoted) with the client's own
+    connection pool, headers, credentials (refreshed as the client refreshes them) and errors
+    (`ApiException` for a non-2xx answer, as `call_json` raises), without the generated
+    method's argument validation and model serialisation: on a real apiserver those were a
+    third of the CPU of each of the operator's bindings."""
+    headers: dict[str, str] = {**api.default_headers, "Content-Type": "application/json",
+                               "Accept": "application/json"}  # fmt: skip
+    if api.cookie:
+        headers["Cookie"] = api.cookie
+    api.update_params_for_auth(headers, [], ["BearerToken"], resource_path, "POST", body)
+    response = api.call_api(
+        "POST",
+        api.configuration.host + resource_path,
+        header_params=headers,
+        body=body,
+        _request_timeout=timeout_s,
+    )
+    data = response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    parsed = orjson.loads(data) if data else {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def path_part(value: str) -> str:
+    """One segment of a resource path, quoted as the client quotes path parameters."""
+    return quote(value, safe="")
 
 
 def status_code(error: Exception) -> int | None:
