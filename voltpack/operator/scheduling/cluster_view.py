@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from voltpack.model.cluster import Node
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout
 from voltpack.model.snapshot import ClusterSnapshot
@@ -46,6 +47,8 @@ def build_snapshot(
     layouts: Mapping[str, HostLayout] | None = None,
     faults: Iterable[GpuFaultSeen] = (),
     recovery: RecoveryPolicy | None = None,
+    node_of: Callable[[dict[str, Any]], Node] = node_from_k8s,
+    request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
 ) -> ClusterSnapshot:
     """The cluster's free resources: node capacity minus every bound, still-running pod.
 
@@ -57,10 +60,11 @@ def build_snapshot(
     go to the NICs voltpack recorded (`voltpack.io/nics`), else to the nearest NIC with room.
     GPUs with `faults` (from their GPUNodes, `gpu_faults.gpu_faults`) are cordoned last: taken
     out of the free capacity (the GPU, or its whole node for a reboot; `gpu_faults.py`), the
-    pods already on them still accounted.
+    pods already on them still accounted. `node_of` and `request_of` translate a node and a
+    pod (`node_from_k8s`, `pod_from_k8s`, or memos of them).
     """
     ready = []
-    for empty in sorted((node_from_k8s(n) for n in nodes), key=lambda node: node.name):
+    for empty in sorted((node_of(n) for n in nodes), key=lambda node: node.name):
         layout = (layouts or {}).get(empty.name)
         fits = layout is not None and layout.gpu_count == empty.gpu_count
         ready.append(empty.model_copy(update={"layout": layout}) if fits else empty)
@@ -74,7 +78,7 @@ def build_snapshot(
         except KeyError:
             continue  # a node voltpack does not know (deleted, or not yet in the cache)
         try:
-            request = pod_from_k8s(pod)
+            request = request_of(pod)
             if (pod.get("spec") or {}).get("resourceClaims") and not request.num_gpu:
                 # its devices are counted from its claims' allocations (dra_cycle.account)
                 snapshot.allocate(node, request.model_copy(update={"rdma_percent": 0}), (), ())
@@ -117,10 +121,13 @@ InvalidRequestError to hold the pod with the reason."""
 
 
 def pending_work(
-    pods: Iterable[dict[str, Any]], claims_request: RequestAdjuster | None = None
+    pods: Iterable[dict[str, Any]],
+    claims_request: RequestAdjuster | None = None,
+    request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
 ) -> PendingWork:
     """Unbound pods for voltpack, grouped by `voltpack.io/pod-group` (a pod alone otherwise).
     A pod with ResourceClaims gets its request from `claims_request` (held without one).
+    `request_of` translates a pod (`pod_from_k8s`, or a memo of it).
 
     A group's topology request comes from its members' annotations: voltpack's
     (`voltpack.io/topology-required`, ...) or else Kueue's or KAI's (the first member's that has
@@ -153,7 +160,7 @@ def pending_work(
         key = pod_key(pod)
         annotations = meta.get("annotations") or {}
         try:
-            request = pod_from_k8s(pod)
+            request = request_of(pod)
             if spec.get("resourceClaims"):
                 if claims_request is None:
                     raise InvalidRequestError(
