@@ -23,7 +23,7 @@ K8S_DIR := .tools/k8s/$(K8S_VERSION)
 # the stamp names what is built, so a cached .tools/ from before kube-controller-manager rebuilds
 K8S_STAMP := $(K8S_DIR)/.built-kcm-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
 
-.PHONY: demo test lint bench crds clean tools k8s lock lock-check audit image
+.PHONY: demo test lint bench crds clean tools k8s lock lock-check audit image install-e2e
 
 $(STAMP): pyproject.toml $(LOCK_DEV)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,14 @@ $(K8S_STAMP): tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/b
 # BASE=python:3.12-slim-bookworm make image builds on the registry's base instead
 image:
 	scripts/image.sh
+
+# the chart as a platform team installs it, on a throwaway control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok from `make k8s`): `helm install --wait`, then the
+# operator, API and agent pods run from the image (`make image`, as root) with the ServiceAccount
+# tokens the chart made; a GPUJob Running, a PowerBudget's status, the API's auth
+# (tests/e2e/test_chart_install.py, docs/install.md). CI=true: a missing part fails, never skips
+install-e2e: $(STAMP) $(HELM) k8s image
+	CI=true $(BIN)/python -m pytest -q -s tests/e2e/test_chart_install.py
 
 test: $(STAMP) $(HELM)
 	$(BIN)/python -m pytest -q -n 2 tests
