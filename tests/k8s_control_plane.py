@@ -10,9 +10,12 @@ answers ok, yields a `ControlPlane` (URL, admin token, CA file, kubeconfig) and 
 
 The apiserver authenticates with a static token file (one admin in `system:masters`) and
 authorizes with RBAC, so a test can also prove what a ServiceAccount may do. No
-controller-manager runs: nothing creates default ServiceAccounts (the ServiceAccount admission
-plugin is off), finishes a namespace's deletion or garbage-collects. kwok, when asked for, turns
-Nodes the test creates with the annotation `KWOK_NODE_ANNOTATION` Ready and runs their pods.
+controller-manager runs unless asked for: nothing creates default ServiceAccounts (the
+ServiceAccount admission plugin is off), finishes a namespace's deletion or garbage-collects.
+kwok, when asked for, turns Nodes the test creates with the annotation `KWOK_NODE_ANNOTATION`
+Ready and runs their pods. `controllers=True` adds kube-controller-manager (the Deployment,
+ReplicaSet and DaemonSet controllers only) and kube-scheduler, so a chart's workloads reach
+their replicas on kwok's nodes.
 """
 
 from __future__ import annotations
@@ -55,9 +58,19 @@ def bin_dir() -> Path:
     return Path(os.environ.get(BIN_DIR_ENV) or DEFAULT_BIN_DIR)
 
 
-def missing_binaries(*, kwok: bool = False) -> list[str]:
+CONTROLLERS = ("deployment", "replicaset", "daemonset")
+"""kube-controller-manager's controllers `controllers=True` runs: what a Deployment and a
+DaemonSet need to get their pods."""
+CONTROLLERS_APISERVER_ARGS = ("--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
+"""With `controllers=True`: no `node.kubernetes.io/not-ready` taint on a new Node, which only
+the node-lifecycle controller (not run: it would evict kwok's pods on a missed heartbeat)
+lifts; kube-scheduler would place nothing."""
+
+
+def missing_binaries(*, kwok: bool = False, controllers: bool = False) -> list[str]:
     """The binaries `running_control_plane` needs that are not built (empty when all are)."""
     names = ["etcd", "kube-apiserver"] + (["kwok"] if kwok else [])
+    names += ["kube-controller-manager", "kube-scheduler"] if controllers else []
     return [name for name in names if not os.access(bin_dir() / name, os.X_OK)]
 
 
@@ -206,10 +219,11 @@ def _get(
 
 @contextlib.contextmanager
 def running_control_plane(
-    *, kwok: bool = False, extra_apiserver_args: tuple[str, ...] = ()
+    *, kwok: bool = False, controllers: bool = False, extra_apiserver_args: tuple[str, ...] = ()
 ) -> Iterator[ControlPlane]:
-    """etcd and kube-apiserver (and kwok when asked) on free loopback ports, stopped on exit."""
-    missing = missing_binaries(kwok=kwok)
+    """etcd and kube-apiserver (and kwok, kube-controller-manager and kube-scheduler when asked)
+    on free loopback ports, stopped on exit."""
+    missing = missing_binaries(kwok=kwok, controllers=controllers)
     if missing:
         raise ControlPlaneError(f"not built in {bin_dir()}: {', '.join(missing)}; {BUILD_HINT}")
     binaries = bin_dir()
@@ -217,7 +231,11 @@ def running_control_plane(
         workdir = Path(tmp)
         processes = _Processes(workdir)
         try:
-            yield _start(binaries, workdir, processes, kwok=kwok, extra=extra_apiserver_args)
+            extra = (*(CONTROLLERS_APISERVER_ARGS if controllers else ()), *extra_apiserver_args)
+            plane = _start(binaries, workdir, processes, kwok=kwok, extra=extra)
+            if controllers:
+                _start_controllers(binaries, plane, processes)
+            yield plane
         finally:
             processes.stop()
 
@@ -307,6 +325,29 @@ def _start(
         _wait("kwok /healthz", processes, lambda: _ok(_get(f"http://127.0.0.1:{kwok_port}/healthz")),
               START_TIMEOUT_S)  # fmt: skip
     return plane
+
+
+def _start_controllers(binaries: Path, plane: ControlPlane, processes: _Processes) -> None:
+    """kube-controller-manager (`CONTROLLERS`) and kube-scheduler as the admin, no leader
+    election, no serving port; waits until both have logged their start."""
+    common = ["--kubeconfig", str(plane.kubeconfig), "--leader-elect=false", "--secure-port=0"]
+    processes.start("kube-controller-manager", [
+        str(binaries / "kube-controller-manager"), *common,
+        "--controllers", ",".join(CONTROLLERS), "--v=1",
+    ])  # fmt: skip
+    processes.start("kube-scheduler", [str(binaries / "kube-scheduler"), *common, "--v=1"])
+    # both start in about a second; a flag either refuses makes it exit at once
+    _wait("kube-controller-manager and kube-scheduler", processes,
+          lambda: _logged(processes, {"kube-controller-manager": "Started controller",
+                                      "kube-scheduler": "Starting Kubernetes Scheduler"}),
+          START_TIMEOUT_S)  # fmt: skip
+
+
+def _logged(processes: _Processes, wanted: dict[str, str]) -> str | None:
+    for name, text in wanted.items():
+        if text not in processes.logs[name].read_text(errors="replace"):
+            return f"{name} has not logged {text!r} yet"
+    return None
 
 
 def _ok(body: str | None) -> str | None:

@@ -215,10 +215,20 @@ def established(extensions: client.ApiextensionsV1Api, name: str) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
 
 
-def token_for(admin: client.ApiClient, account: str, namespace: str) -> str:
-    """A token of the ServiceAccount from the TokenRequest API (the apiserver's audience)."""
+def token_for(
+    admin: client.ApiClient, account: str, namespace: str, bound_to: client.V1Pod | None = None
+) -> str:
+    """A token of the ServiceAccount from the TokenRequest API (the apiserver's audience);
+    `bound_to`: valid only while that pod lives, as the kubelet asks for a pod's token."""
+    bound = None
+    if bound_to is not None:
+        bound = client.V1BoundObjectReference(
+            api_version="v1", kind="Pod", name=bound_to.metadata.name, uid=bound_to.metadata.uid
+        )
     request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+        spec=client.V1TokenRequestSpec(
+            audiences=[], expiration_seconds=3600, bound_object_ref=bound
+        )
     )
     answer = client.CoreV1Api(admin).create_namespaced_service_account_token(
         account, namespace, request

@@ -6,8 +6,11 @@ dependency added to pyproject.toml without `make lock`, or a floor raised past i
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 from packaging.markers import default_environment
@@ -72,3 +75,38 @@ def test_the_image_and_the_venv_install_from_the_locks() -> None:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert "--require-hashes -r $(LOCK_DEV)" in makefile
     assert "make lock-check" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
+# modules of voltpack/ that are developer tools, not run by the image
+DEV_TOOLS = {"voltpack/telemetry/podresources/regenerate.py": "grpc_tools (grpcio-tools)"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The top-level names a file imports (absolute imports, lazy ones in functions too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_package_voltpack_imports_is_in_the_runtime_lock() -> None:
+    """The image installs requirements/runtime.lock only: a module the code imports from a
+    dev-only package (httpx once) crashes the operator at start in the image."""
+    runtime = set(locked(REPO / "requirements" / "runtime.lock"))
+    distributions = packages_distributions()
+    missing = []
+    for path in sorted((REPO / "voltpack").rglob("*.py")):
+        relative = str(path.relative_to(REPO))
+        for name in sorted(imported_modules(path)):
+            if name in sys.stdlib_module_names or name == "voltpack" or relative in DEV_TOOLS:
+                continue
+            providers = {canonicalize_name(d) for d in distributions.get(name, [])}
+            if not providers & runtime:
+                missing.append(f"{relative} imports {name} (from {sorted(providers) or '?'})")
+    assert not missing, (
+        "not in requirements/runtime.lock (add to pyproject's dependencies, "
+        "then make lock):\n" + "\n".join(missing)
+    )

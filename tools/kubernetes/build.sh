@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler and etcd at the versions pinned in go.mod beside this
-# script, and kwok at $KWOK_VERSION, all from the Go module proxy, into OUT_DIR.
+# Builds kube-apiserver, kube-scheduler, kube-controller-manager and etcd at the versions pinned in
+# go.mod beside this script, and kwok at $KWOK_VERSION, all from the Go module proxy, into OUT_DIR.
+# kube-controller-manager runs the chart's Deployments and DaemonSet on kwok nodes (the chart-install
+# e2e, tests/integration/test_chart_install.py).
 # Usage: tools/kubernetes/build.sh OUT_DIR   (`make k8s` calls it and keeps a stamp file)
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -27,14 +29,16 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
 done
 
-echo "building kube-apiserver and kube-scheduler $k8s_version, etcd $etcd_version, kwok $kwok_version into $out"
+echo "building kube-apiserver, kube-scheduler and kube-controller-manager $k8s_version, etcd $etcd_version, kwok $kwok_version into $out"
 go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 go build -trimpath -ldflags "$ldflags" -o "$out/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
+go build -trimpath -ldflags "$ldflags" -o "$out/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
 # kwok's own go.mod/go.sum pin its dependencies; it installs as published
 GOFLAGS=-buildvcs=false GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
 
 "$out/kube-apiserver" --version
 "$out/kube-scheduler" --version
+"$out/kube-controller-manager" --version
 "$out/etcd" --version | sed -n 1p  # sed reads to the end: head -1 may close the pipe early (SIGPIPE, 141 under pipefail)
 "$out/kwok" --version
