@@ -140,6 +140,8 @@ KUBE_MOST = Contender(
     "kube-scheduler-most-allocated", RAISED_QPS, RAISED_BURST,
 )  # fmt: skip
 VOLTPACK = Contender("voltpack", "operator, shipped default policy fgd")
+CONTENDERS = {"kube-default": KUBE_DEFAULT, "kube-qps5000": KUBE_RAISED, "voltpack": VOLTPACK}
+"""Throughput's contenders by `--contenders` name."""
 
 
 def kwok_node(node: Node) -> dict[str, Any]:
@@ -372,6 +374,68 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name (field 3 onwards); [] for a process gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def tree_pids(root: int) -> list[int]:
+    """`root` and its live descendants."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields:
+                parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += parents.get(pid, [])
+    return found
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of `root` and its descendants, the reaped ones included."""
+    total_ticks = 0
+    for pid in tree_pids(root):
+        fields = _stat_fields(pid)
+        if fields:  # utime, stime, cutime, cstime: fields 14-17 of stat
+            total_ticks += sum(int(v) for v in fields[11:15])
+    return total_ticks / CLOCK_TICKS_PER_S
+
+
+def tree_rss_peak_mib(root: int) -> float:
+    """Peak resident memory (VmHWM) of `root` plus that of each live descendant, MiB."""
+    total_kib = 0
+    for pid in tree_pids(root):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total_kib += int(line.split()[1])
+    return total_kib / 1024
+
+
+def apiserver_pid(plane: ControlPlane) -> int | None:
+    """The kube-apiserver serving `plane` (the one whose command line names its workdir)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv[0].endswith(b"kube-apiserver") and str(plane.workdir).encode() in b" ".join(
+                argv
+            ):
+                return int(entry.name)
+    return None
+
+
 def throughput_run(
     contender: Contender, node_count: int, pod_count: int, timeout_s: float
 ) -> dict[str, Any]:
@@ -384,14 +448,21 @@ def throughput_run(
     with prepared_cluster(nodes, pods) as cluster:
         before = load()
         tag = "scheduler"
+        apiserver = apiserver_pid(cluster.plane)
+        apiserver_cpu_before_s = tree_cpu_s(apiserver) if apiserver else 0.0
         begin = time.perf_counter()
         with started(contender, cluster, tag) as process:
             deadline = begin + timeout_s
+            rss_peak_mib = 0.0
             while len(cluster.watch.bound) < pod_count and time.perf_counter() < deadline:
                 check_alive(process, cluster.plane.workdir / f"{tag}.log")
                 progress(contender, cluster.watch, begin)
                 time.sleep(0.05)
             elapsed = time.perf_counter() - begin
+            # before the scheduler is stopped: what binding these pods cost it
+            scheduler_cpu_s = tree_cpu_s(process.pid)
+            rss_peak_mib = tree_rss_peak_mib(process.pid)
+            apiserver_cpu_s = tree_cpu_s(apiserver) - apiserver_cpu_before_s if apiserver else None
         bound = len(cluster.watch.bound)
         return {
             "scheduler": contender.scheduler,
@@ -404,9 +475,79 @@ def throughput_run(
             "seconds": round(elapsed, 2),
             "loadavg_before": before,
             "loadavg_after": load(),
+            "scheduler_cpu_s": round(scheduler_cpu_s, 2),
+            "scheduler_cpu_s_per_pod": round(scheduler_cpu_s / max(bound, 1), 6),
+            "scheduler_rss_peak_mib": round(rss_peak_mib, 1),
+            "apiserver_cpu_s": None if apiserver_cpu_s is None else round(apiserver_cpu_s, 2),
             **contender.describe(),
             **cluster.timings,
         }
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per scheduler set-up and size (in the order first met): runs, and the median, min and
+    max of pods/s, scheduler CPU-seconds per pod and peak RSS; every run must be complete for
+    `all_complete`."""
+    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["scheduler"], row["config"], row["nodes"], row["pods"]), []).append(
+            row
+        )
+    summary = []
+    for (scheduler, config, nodes, pods), runs in groups.items():
+        entry: dict[str, Any] = {"scheduler": scheduler, "config": config, "nodes": nodes,
+                                 "pods": pods, "runs": len(runs),
+                                 "all_complete": all(r["complete"] for r in runs)}  # fmt: skip
+        for field_name in ("pods_per_s", "scheduler_cpu_s_per_pod", "scheduler_rss_peak_mib"):
+            values = [r[field_name] for r in runs if r.get(field_name) is not None]
+            if values:
+                entry[field_name] = {"median": float(np.median(values)), "min": min(values),
+                                     "max": max(values)}  # fmt: skip
+        entry["loadavg_before"] = [r["loadavg_before"][0] for r in runs]
+        summary.append(entry)
+    return summary
+
+
+def ratios(summary: Sequence[dict[str, Any]], baseline_config: str) -> list[dict[str, Any]]:
+    """Per size: voltpack's median pods/s and CPU-seconds per pod over those of the set-up
+    named `baseline_config` (kube-scheduler with scheduler_perf's client limits)."""
+    out = []
+    for ours in (e for e in summary if e["scheduler"] == "voltpack"):
+        size = (ours["nodes"], ours["pods"])
+        same = [e for e in summary if e["config"] == baseline_config]
+        theirs = next((e for e in same if (e["nodes"], e["pods"]) == size), None)
+        if theirs is None or "pods_per_s" not in theirs:
+            continue
+        cpu_ours = ours.get("scheduler_cpu_s_per_pod", {}).get("median")
+        cpu_theirs = theirs.get("scheduler_cpu_s_per_pod", {}).get("median")
+        out.append({
+            "nodes": ours["nodes"], "pods": ours["pods"],
+            "pods_per_s_ratio": ours["pods_per_s"]["median"] / theirs["pods_per_s"]["median"],
+            "cpu_s_per_pod_ratio": cpu_ours / cpu_theirs if cpu_ours and cpu_theirs else None,
+        })  # fmt: skip
+    return out
+
+
+def run_order(names: Sequence[str], repeats: int) -> list[str]:
+    """The contenders in alternating rounds: the given order, then reversed, and so on (A B,
+    B A, A B): a drift in the machine's load falls on each side alike."""
+    order: list[str] = []
+    for round_index in range(repeats):
+        order += list(names) if round_index % 2 == 0 else list(reversed(names))
+    return order
+
+
+def parse_scale(text: str) -> tuple[int, int]:
+    """'5000x10000' -> (5000 nodes, 10000 pods)."""
+    try:
+        nodes, pods = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--scale {text!r}: give NODESxPODS, e.g. 5000x10000"
+        ) from None
+    if nodes <= 0 or pods <= 0:
+        raise argparse.ArgumentTypeError(f"--scale {text!r}: nodes and pods must be positive")
+    return nodes, pods
 
 
 @dataclass(frozen=True)
@@ -557,17 +698,25 @@ def markdown(figures: dict[str, Any]) -> str:
     for section in figures.get("carried_over", []):
         lines += ["", f"The {section} section is carried over from the previous run (`--only`)."]
     if figures["throughput"]:
+        lines += ["", "## Throughput (single-GPU pods, 16-GPU nodes)", ""]
+        lines += throughput_summary_lines(figures)
         lines += [
             "",
-            "## Throughput (single-GPU pods, 16-GPU nodes)",
+            "Every run, in the order run:",
             "",
-            "| scheduler | config | nodes | pods | pods/s | bound | s | load before/after |",
-            "|---|---|---:|---:|---:|---:|---:|---|",
+            "| scheduler | config | nodes | pods | pods/s | bound | s | scheduler CPU ms/pod "
+            "| scheduler peak RSS MiB | apiserver CPU s | load before/after |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for r in figures["throughput"]:
+            cpu = r.get("scheduler_cpu_s_per_pod")
+            rss = r.get("scheduler_rss_peak_mib")
+            api = r.get("apiserver_cpu_s")
             lines.append(
                 f"| {r['scheduler']} | {r['config']} | {r['nodes']:,} | {r['pods']:,} | "
                 f"{r['pods_per_s']:.1f} | {r['bound']:,} | {r['seconds']:.1f} | "
+                f"{'' if cpu is None else f'{cpu * 1000:.2f}'} | "
+                f"{'' if rss is None else f'{rss:,.0f}'} | {'' if api is None else api} | "
                 f"{r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
             )
     if figures["packing"]:
@@ -600,6 +749,43 @@ def markdown(figures: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def throughput_summary_lines(figures: dict[str, Any]) -> list[str]:
+    """The medians (min-max) per set-up and size, and voltpack over kube-scheduler."""
+    summary = figures.get("throughput_summary") or []
+    if not summary:
+        return []
+
+    def spread(entry: dict[str, Any], key: str, scale: float, digits: int) -> str:
+        figure = entry.get(key)
+        if not figure:
+            return ""
+        return (f"{figure['median'] * scale:,.{digits}f} ({figure['min'] * scale:,.{digits}f}"
+                f"-{figure['max'] * scale:,.{digits}f})")  # fmt: skip
+
+    lines = [
+        "Medians of the runs (min-max); runs alternate between the contenders.",
+        "",
+        "| scheduler | config | nodes | pods | runs | pods/s | scheduler CPU ms/pod "
+        "| scheduler peak RSS MiB | all bound | load before each run |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for e in summary:
+        lines.append(
+            f"| {e['scheduler']} | {e['config']} | {e['nodes']:,} | {e['pods']:,} | {e['runs']} | "
+            f"{spread(e, 'pods_per_s', 1, 1)} | {spread(e, 'scheduler_cpu_s_per_pod', 1000, 2)} | "
+            f"{spread(e, 'scheduler_rss_peak_mib', 1, 0)} | {'yes' if e['all_complete'] else 'no'} "
+            f"| {', '.join(str(x) for x in e['loadavg_before'])} |"
+        )
+    for r in figures.get("throughput_ratios") or []:
+        cpu = r["cpu_s_per_pod_ratio"]
+        lines.append(
+            f"\n{r['nodes']:,} nodes / {r['pods']:,} pods: voltpack binds "
+            f"**{r['pods_per_s_ratio']:.2f}x** kube-scheduler's pods/s (QPS 5000)"
+            + (f" at **{cpu:.2f}x** its CPU-seconds per pod." if cpu else ".")
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="results folder")
@@ -611,7 +797,18 @@ def main() -> None:
                         help="200 nodes / 1,000 pods, 200-node packing")  # fmt: skip
     parser.add_argument("--only", choices=("throughput", "packing"), default=None)
     parser.add_argument("--timeout", type=float, default=1800.0, help="per run, seconds")
+    parser.add_argument("--scale", type=parse_scale, action="append", default=None,
+                        help="throughput NODESxPODS, repeatable")  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="throughput runs per contender and size, alternating")  # fmt: skip
+    parser.add_argument("--contenders", type=lambda text: text.split(","),
+                        default=["kube-qps5000", "voltpack"],
+                        help=f"comma-separated, of {','.join(CONTENDERS)}")  # fmt: skip
     args = parser.parse_args()
+    unknown = [name for name in args.contenders if name not in CONTENDERS]
+    if unknown or args.repeats < 1:
+        parser.error(f"--contenders: unknown {unknown}; known {list(CONTENDERS)}"
+                     if unknown else "--repeats must be at least 1")  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the control plane on kill
     if args.quick:
         args.nodes, args.pods = 200, 1000
@@ -620,10 +817,15 @@ def main() -> None:
     wall = time.perf_counter()
     figures: dict[str, Any] = {"versions": versions(), "throughput": [], "packing": []}
     if args.only != "packing":
-        for contender in (KUBE_DEFAULT, KUBE_RAISED, VOLTPACK):
-            row = throughput_run(contender, args.nodes, args.pods, args.timeout)
-            print(json.dumps(row), flush=True)
-            figures["throughput"].append(row)
+        scales = args.scale or [(args.nodes, args.pods)]
+        for nodes, pods in scales:
+            for run, name in enumerate(run_order(args.contenders, args.repeats)):
+                row = throughput_run(CONTENDERS[name], nodes, pods, args.timeout)
+                row["run"] = run
+                print(json.dumps(row), flush=True)
+                figures["throughput"].append(row)
+        figures["throughput_summary"] = summarise(figures["throughput"])
+        figures["throughput_ratios"] = ratios(figures["throughput_summary"], KUBE_RAISED.config)
     if args.only != "throughput":
         data = packing_input(args.packing_nodes)
         figures["packing_input"] = {

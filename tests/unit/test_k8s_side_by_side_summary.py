@@ -1,0 +1,51 @@
+"""The side-by-side's summary: runs alternate, medians and spread per set-up and size, and
+voltpack's ratio over kube-scheduler (QPS 5000) per size."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from k8s_side_by_side import KUBE_RAISED, parse_scale, ratios, run_order, summarise
+
+
+def row(scheduler: str, config: str, pods_per_s: float, cpu_per_pod: float) -> dict[str, Any]:
+    return {"scheduler": scheduler, "config": config, "nodes": 10, "pods": 20,
+            "pods_per_s": pods_per_s, "scheduler_cpu_s_per_pod": cpu_per_pod,
+            "scheduler_rss_peak_mib": 100.0, "complete": True,
+            "loadavg_before": [1.0, 1.0, 1.0]}  # fmt: skip
+
+
+def test_rounds_alternate() -> None:
+    assert run_order(["k", "v"], 3) == ["k", "v", "v", "k", "k", "v"]
+
+
+def test_medians_spread_and_ratio() -> None:
+    rows = [
+        row("kube-scheduler", KUBE_RAISED.config, 100.0, 0.004),
+        row("voltpack", "vp", 300.0, 0.002),
+        row("voltpack", "vp", 150.0, 0.001),
+        row("kube-scheduler", KUBE_RAISED.config, 200.0, 0.002),
+        row("kube-scheduler", KUBE_RAISED.config, 400.0, 0.003),
+        row("voltpack", "vp", 240.0, 0.003),
+    ]
+    summary = summarise(rows)
+    kube, ours = summary
+    assert kube["runs"] == 3 and kube["pods_per_s"] == {"median": 200.0, "min": 100.0, "max": 400.0}
+    assert ours["scheduler_cpu_s_per_pod"]["median"] == 0.002
+    (ratio,) = ratios(summary, KUBE_RAISED.config)
+    assert ratio["pods_per_s_ratio"] == pytest.approx(240.0 / 200.0)
+    assert ratio["cpu_s_per_pod_ratio"] == pytest.approx(0.002 / 0.003)
+
+
+def test_a_bad_scale_is_named() -> None:
+    assert parse_scale("5000x10000") == (5000, 10000)
+    for bad in ("5000", "ax3", "0x10"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--scale"):
+            parse_scale(bad)
