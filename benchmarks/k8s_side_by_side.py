@@ -6,9 +6,10 @@ created first, then one scheduler starts as its own process and the clock runs f
 (cache sync included):
 
 - throughput: N nodes of 16 GPUs (`nvidia.com/gpu`), M single-GPU pods; pods bound per second
-  until every pod has `spec.nodeName`, for kube-scheduler with its default client settings
-  (QPS 50, burst 100), with the QPS and burst its own scheduler_perf uses (5000/5000), and for
-  voltpack's operator with the shipped default policy `fgd` (`voltpack operator`);
+  until every pod has `spec.nodeName`, and the scheduler's CPU-seconds and peak memory, for
+  kube-scheduler with the QPS and burst its own scheduler_perf uses (5000/5000; with its
+  default client settings, QPS 50 / burst 100, on request) and for voltpack's operator with the
+  shipped default policy `fgd` (`voltpack operator`), in `--repeats` alternating rounds;
 - packing: the openb default trace's whole-GPU and CPU-only pods (GPU-sharing pods skipped),
   in trace order and then the FGD protocol's random copies, up to 130% of the GPUs in demand,
   on its 1,213 nodes; once binding has settled, the share of GPUs allocated and the idle GPUs
@@ -22,6 +23,7 @@ Usage:
   python benchmarks/k8s_side_by_side.py [--out DIR] [--nodes 5000] [--pods 10000]
   python benchmarks/k8s_side_by_side.py --quick          # 200 nodes / 1,000 pods, 200-node packing
   python benchmarks/k8s_side_by_side.py --only packing
+  python benchmarks/k8s_side_by_side.py --only throughput --scale 5000x10000 --scale 10000x30000
 """
 
 from __future__ import annotations
@@ -850,7 +852,7 @@ def main() -> None:
 
 
 CARRIED = {
-    "throughput": ("throughput",),
+    "throughput": ("throughput", "throughput_summary", "throughput_ratios"),
     "packing": ("packing", "packing_input", "simulator_reference"),
 }
 
