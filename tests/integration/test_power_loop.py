@@ -45,7 +45,7 @@ LOCK_MHZ = 1770  # rung 1 of the default H100-SXM ladder: 90 % of 1980 MHz in 15
 FLOOR_W = 200  # the catalog's minimum H100-SXM power limit: the cap rung
 HOLD_S = 5.0
 STALE_AFTER_S = 10.0
-WAIT_S = 30.0
+WAIT_S = 60.0  # a loaded 2-core machine once took over 30 s for a Warning Event
 
 POLICY = f"""
 apiVersion: voltpack.io/v1alpha1
