@@ -318,6 +318,11 @@ def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
     for module in modules:
         source = (REPO / "voltpack" / "operator" / f"{module}.py").read_text(encoding="utf-8")
         constant = re.search(r'^PLURAL = "(\w+)"', source, re.M)
+        # raw POSTs (`client.post_json`) to a core subresource, e.g. a pod's binding
+        raw_paths = re.findall(r'"/api/v1/namespaces/\{[^}]+\}/(\w+)/\{[^}]+\}/(\w+)"', source)
+        raw_calls = len(re.findall(r"\bpost_json\(", source)) - source.count("def post_json(")
+        assert raw_calls == len(raw_paths), f"{module}: a post_json call without its path literal"
+        used |= {("", f"{resource}/{sub}", "create") for resource, sub in raw_paths}
         for match in re.finditer(
             r"\.((?:list|read|create|replace|patch|delete|get)_\w+)\b", source
         ):

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
 from voltpack.operator.kube.client import REQUEST_TIMEOUT_S, api_message, call_json, status_code
@@ -239,9 +240,8 @@ class ResourceCache:
             kind = event["type"]
             obj = event.get("object") or {}
             if kind == "ERROR":
-                code = obj.get("code")
-                if code == 410:
-                    return ""  # relist
+                if obj.get("code") == 410:  # the version is history (etcd compacted it): relist
+                    raise ApiException(status=410, reason=str(obj.get("message", "Expired")))
                 raise RuntimeError(f"watch error: {obj.get('message', obj)}")
             resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
             if kind == "BOOKMARK":
