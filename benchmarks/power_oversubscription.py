@@ -224,6 +224,7 @@ def main() -> None:
         "--processes", type=int, default=1, help="policies searched in parallel (1: in turn)"
     )
     parser.add_argument("--name", default="power_oversubscription")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/)")
     args = parser.parse_args()
     trace_paths = args.trace or [azure_llm_dir() / CONVERSATION_TRACE, azure_llm_dir() / CODE_TRACE]
     scenario = RowScenario(
@@ -273,7 +274,7 @@ def main() -> None:
             "over the run (POLCA's",
             f"over the run, averaged over {args.anchor_resolution_s}-s windows (POLCA's",
         )
-    save(args.name, figures, text)
+    save(args.name, figures, text, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,29 @@
+"""`benchmarks/power_oversubscription.py --out DIR` writes its JSON and table there, with the
+JSON keys the issue keeps (`policies[{policy, servers, best{brakes, ...}}]`), and leaves the
+committed results alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_out_dir_gets_the_results(tmp_path: Path) -> None:
+    committed = REPO / "benchmarks" / "results" / "power_oversubscription.json"
+    before = committed.read_bytes() if committed.exists() else None
+    done = subprocess.run(
+        [sys.executable, "power_oversubscription.py", "--days", "0.02", "--policies",
+         "thresholds", "--out", str(tmp_path)],
+        cwd=REPO / "benchmarks", capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads((tmp_path / "power_oversubscription.json").read_text())
+    (policy,) = figures["policies"]
+    assert policy["policy"] == "thresholds" and policy["servers"] >= 40
+    assert "brakes" in policy["best"] and "seconds_over_budget" in policy["best"]
+    assert (tmp_path / "power_oversubscription.md").read_text().strip()
+    assert (committed.read_bytes() if committed.exists() else None) == before
