@@ -26,10 +26,12 @@ def call_json(function: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[s
     """
     kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT_S)
     response = function(*args, _preload_content=False, **kwargs)
-    data = response.data
-    if not data:
-        return {}
-    parsed = orjson.loads(data)
+    return _reply_dict(response.data)
+
+
+def _reply_dict(data: bytes | None) -> dict[str, Any]:
+    """A reply's JSON object; {} for an empty reply or one that is not an object."""
+    parsed = orjson.loads(data) if data else {}
     return parsed if isinstance(parsed, dict) else {}
 
 
@@ -59,8 +61,7 @@ def post_json(
     data = response.read()
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(http_resp=response, body=None, data=None)
-    parsed = orjson.loads(data) if data else {}
-    return parsed if isinstance(parsed, dict) else {}
+    return _reply_dict(data)
 
 
 def path_part(value: str) -> str:
