@@ -17,7 +17,9 @@ from voltpack.model.text_files import read_user_text
 from voltpack.perf.gpu_power import power_model_for
 from voltpack.policies.fair_share import make_ordering
 from voltpack.policies.hetero.registry import allocation_policy_names
+from voltpack.policies.power.consolidation import ConsolidationParams
 from voltpack.policies.power.ladder import ActionLadder
+from voltpack.policies.power.phase_clocks import PhaseClockParams
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.registry import describe_validation_errors, make_strategy, strategy_names
 
@@ -66,6 +68,24 @@ class PowerDomainSpec(_Strict):
     budget_w: float = Field(gt=0)
     match_labels: dict[str, str] = Field(default_factory=dict)
     parent: str | None = None
+
+
+class PowerEfficiencySpec(_Strict):
+    """Work done with less energy, whatever the budget: low-priority inference routed to as few
+    servers as keep its latency goals (`routing`), and inference servers clocked by their phase
+    mix (`phase_clocks`); each off unless given. The operator publishes the routing as router
+    weights on the InferenceService and the clocks through the GPUNode specs."""
+
+    routing: ConsolidationParams | None = Field(
+        default=None, description="pack low-priority requests onto fewer servers"
+    )
+    phase_clocks: PhaseClockParams | None = Field(
+        default=None, description="lock decode-heavy servers at lower clocks"
+    )
+    phase_clocks_high_priority: bool = Field(
+        default=False,
+        description="also clock high-priority servers by phase mix (default: low priority only)",
+    )
 
 
 class PowerForecastSpec(_Strict):
@@ -135,6 +155,7 @@ class PowerSpec(_Strict):
     )
     domains: list[PowerDomainSpec] = Field(default_factory=list)
     forecast: PowerForecastSpec = Field(default_factory=PowerForecastSpec)
+    efficiency: PowerEfficiencySpec = Field(default_factory=PowerEfficiencySpec)
 
     @model_validator(mode="after")
     def _late_before_stale(self) -> PowerSpec:

@@ -196,8 +196,15 @@ class PowerController:
             state.level = "brake"
         state.brake_hold_until_s = max(state.brake_hold_until_s or hold_until_s, hold_until_s)
 
-    def step(self, now_s: float, telemetry: Telemetry) -> PowerDecision:
-        """One control tick at time `now_s`."""
+    def step(
+        self, now_s: float, telemetry: Telemetry, floor_rung: IntArray | None = None
+    ) -> PowerDecision:
+        """One control tick at time `now_s`.
+
+        `floor_rung` (optional, per GPU): the least restrictive rung each GPU may run at for
+        efficiency (phase-aware clocks, `voltpack.policies.power.phase_clocks`); the policy and
+        the fail-safes may ask for more, never for less.
+        """
         age_s = now_s - telemetry.read_at_s
         stale = ~(age_s <= self.settings.stale_after_s)
         late = ~stale & (age_s > self.settings.late_after_s)
@@ -219,6 +226,8 @@ class PowerController:
             )  # fmt: skip
             wanted[state.members] = np.maximum(wanted[state.members], rung)
             reports.append(report)
+        if floor_rung is not None:
+            wanted = np.maximum(wanted, floor_rung)
         self.rung = np.minimum(wanted, self.ladders.top)
         return PowerDecision(self.rung.copy(), tuple(reports), tuple(events), self.gpus)
 

@@ -19,7 +19,7 @@ from the iterations completed; both are compared with the same servers uncapped.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,12 +40,15 @@ from voltpack.perf.training import (
     training_power_w,
     training_progress,
 )
+from voltpack.policies.power.consolidation import ConsolidationParams
 from voltpack.policies.power.ladder import ActionLadder, FloatArray
+from voltpack.policies.power.phase_clocks import PhaseClockParams, phase_clock_rungs
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import GpuSlot, PowerController, Telemetry
 from voltpack.power.domains import PowerDomain, PowerDomainTree
 from voltpack.power.setup import default_actions, settings_from_spec
+from voltpack.sim.power_routing import route_pool
 from voltpack.sim.traces.azure_llm import LlmRequests, diurnal_request_stream
 from voltpack.sim.traces.service_mix import RowTraffic, as_mix
 
@@ -114,6 +117,8 @@ class RowWorkload:
     training_phase: FloatArray
     inference_profile: InferenceProfile = field(default_factory=default_inference_profile)
     training_profile: TrainingProfile = field(default_factory=default_training_profile)
+    low_active_per_window: np.ndarray | None = None
+    """Low-priority servers the router kept active per routing window (None: not routed)."""
 
     @property
     def n_inference(self) -> int:
@@ -170,6 +175,30 @@ def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
     phase = job_phase[np.arange(n_training) // scenario.servers_per_training_job]
     load = InferenceLoad.stack(loads) if loads else _no_load(scenario.duration_s)
     return RowWorkload(scenario, streams, load, phase.astype(np.float64))
+
+
+def routed_workload(workload: RowWorkload, routing: ConsolidationParams | None) -> RowWorkload:
+    """The row with its low-priority requests pooled and dealt by the router: over the servers
+    the consolidation policy keeps active (`routing`), or round-robin over all of them (None,
+    the router every pool has; the uncapped reference runs with it too)."""
+    n_high, scenario = workload.n_high, workload.scenario
+    pool = route_pool(
+        workload.inference[n_high:], scenario.duration_s, workload.inference_profile, routing
+    )
+    if not pool.streams:
+        return workload
+    streams = [*workload.inference[:n_high], *pool.streams]
+    loads = [
+        bin_requests(s.arrival_s, s.prompt_tokens, s.output_tokens, 1.0, scenario.duration_s,
+                     workload.inference_profile)
+        for s in streams
+    ]  # fmt: skip
+    return replace(
+        workload,
+        inference=streams,
+        load=InferenceLoad.stack(loads),
+        low_active_per_window=pool.active_per_window if routing is not None else None,
+    )
 
 
 def _no_load(duration_s: int) -> InferenceLoad:
@@ -252,6 +281,8 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     training = np.arange(n) >= n_inf
     actions = brakes = 0
     rung_clock, rung_limit = _rung_tables(controller, gpu, floor_gpu_w, n)
+    phase_clocks = _PhaseClocks.of(spec, workload, gpu) if spec is not None else None
+    floor_rung = np.zeros(n, dtype=np.int64)
     for t in range(duration):
         clock[:, t] = rung_clock[np.arange(n), applied]
         limit[:, t] = rung_limit[np.arange(n), applied]
@@ -264,6 +295,10 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
             initial_backlog_s=backlog, previous_prefill_share=prefill_history,
         )  # fmt: skip
         backlog = busy.backlog_end_s
+        if phase_clocks is not None:
+            floor_rung = phase_clocks.observe(
+                t, busy.prefill_share[:, 0], busy.decode_share[:, 0], n
+            )
         prefill_history = np.concatenate([prefill_history, busy.prefill_share], axis=1)[:, -60:]
         power = np.empty(n)
         power[:n_inf] = power_from_busy_w(busy, workload.inference_profile, gpu)[:, 0]
@@ -290,6 +325,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
             decision = controller.step(
                 float(t),
                 Telemetry(seen, np.full(n, float(t - delay)), high, read_at_rung, training),
+                floor_rung if phase_clocks is not None else None,
             )
             actions += int(np.sum(decision.rung > controller_previous(pending, applied)))
             brakes += sum(1 for e in decision.events if e.reason == "EmergencyBrake")
@@ -306,6 +342,52 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     return _finish(
         workload, row_power, budget_w, clock, limit, actions, brakes, latency, iterations
     )
+
+
+@dataclass
+class _PhaseClocks:
+    """The phase-aware clock floors of the row's inference servers, chosen every window from
+    the phase mix each server ran over it (`voltpack.policies.power.phase_clocks`)."""
+
+    params: PhaseClockParams
+    lock_clocks_mhz: tuple[int, ...]
+    clocked: np.ndarray
+    """Inference servers whose clocks follow their phase mix."""
+    gpu: GpuPowerModel
+    profile: InferenceProfile
+    prefill_sum: FloatArray
+    decode_sum: FloatArray
+    floor: np.ndarray
+
+    @classmethod
+    def of(cls, spec: PowerSpec, workload: RowWorkload, gpu: GpuPowerModel) -> _PhaseClocks | None:
+        """None when the spec sets no phase-aware clocks."""
+        params = spec.efficiency.phase_clocks
+        if params is None:
+            return None
+        actions = spec.gpus.get(GPU_SKU) or default_actions(GPU_SKU, gpu)
+        first = 0 if spec.efficiency.phase_clocks_high_priority else workload.n_high
+        clocked = np.arange(first, workload.n_inference)
+        zeros = np.zeros(workload.n_inference)
+        return cls(params, tuple(actions.lock_clocks_mhz), clocked, gpu,
+                   workload.inference_profile, zeros, zeros.copy(),
+                   np.zeros(workload.scenario.servers, dtype=np.int64))  # fmt: skip
+
+    def observe(self, t: int, prefill: FloatArray, decode: FloatArray, servers: int) -> np.ndarray:
+        """Add second `t`'s phase shares; at a window's end, choose the next floors."""
+        self.prefill_sum += prefill
+        self.decode_sum += decode
+        window = max(1, round(self.params.window_s))
+        if (t + 1) % window == 0:
+            rung = phase_clock_rungs(
+                self.prefill_sum[self.clocked] / window, self.decode_sum[self.clocked] / window,
+                self.lock_clocks_mhz, self.gpu, self.profile, self.params,
+            )  # fmt: skip
+            self.floor = np.zeros(servers, dtype=np.int64)
+            self.floor[self.clocked] = rung
+            self.prefill_sum[:] = 0.0
+            self.decode_sum[:] = 0.0
+        return self.floor
 
 
 def run_uncapped(workload: RowWorkload) -> RowRun:
