@@ -227,3 +227,26 @@ def test_headroom_releases_do_not_feed_its_prediction() -> None:
     assert not any(high_raised[60:])
     assert np.mean(powers[600:]) > 0.85 * c.tree.domains[0].budget_w
     assert max(powers[60:]) <= c.tree.domains[0].budget_w
+
+
+def test_headroom_does_not_predict_rises_that_caps_prevent() -> None:
+    """Bursty low-priority GPUs held at their cap cannot follow their bursts up: the rise the
+    policy predicts counts each shed group's rises only up to the room its GPUs have left at
+    their rungs. Before, the bursts of capped low-priority GPUs kept the predicted rise high
+    and the policy slowed high priority too, with the domain far below its budget."""
+    gpus = 16
+    c = controller(budget_w=4100, gpus=gpus)
+    high = np.array([True] * 8 + [False] * 8)
+    plant = Plant(c, high, latency_ticks=1)
+    rng = np.random.default_rng(3)
+    powers, high_raised = [], []
+    for t in range(1800):
+        activity = np.concatenate([
+            np.clip(0.8 + rng.normal(0, 0.02, 8), 0, 1),
+            np.where(rng.random(8) < 0.3, 1.0, 0.1),
+        ])  # fmt: skip
+        power, decision = plant.tick(t, activity, np.ones(gpus, dtype=bool))
+        powers.append(power)
+        high_raised.append(bool(np.any(decision.rung[:8] > 0)))
+    assert not any(high_raised[900:])
+    assert max(powers[60:]) <= c.tree.domains[0].budget_w

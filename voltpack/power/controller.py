@@ -36,7 +36,13 @@ from voltpack.policies.power.ladder import (
     IntArray,
     LadderTable,
 )
-from voltpack.policies.power.view import BoolArray, DomainView, PowerPolicy
+from voltpack.policies.power.view import (
+    SHED_GROUPS,
+    BoolArray,
+    DomainView,
+    PowerPolicy,
+    shed_group_index,
+)
 from voltpack.power.domains import PowerDomainTree
 
 
@@ -129,6 +135,7 @@ class _DomainState:
     overhead_w: float
     history_w: list[float] = field(default_factory=list)
     unthrottled_history_w: list[float] = field(default_factory=list)
+    group_unthrottled_history_w: list[FloatArray] = field(default_factory=list)
     memory: Any = None
     level: str | None = None
     braking_since_s: float | None = None
@@ -178,6 +185,7 @@ class PowerController:
                 continue
             state.history_w = list(old.history_w)
             state.unthrottled_history_w = list(old.unthrottled_history_w)
+            state.group_unthrottled_history_w = list(old.group_unthrottled_history_w)
             state.memory, state.level, state.braking_since_s, state.brake_hold_until_s = (
                 old.memory, old.level, old.braking_since_s, old.brake_hold_until_s,
             )  # fmt: skip
@@ -271,6 +279,16 @@ class PowerController:
         ):
             history.append(value_w)
             del history[: -self._history_len]
+        groups = shed_group_index(
+            telemetry.high_priority[members],
+            None if telemetry.throughput_bound is None else telemetry.throughput_bound[members],
+        )
+        state.group_unthrottled_history_w.append(
+            np.bincount(groups, weights=unthrottled_w[members], minlength=SHED_GROUPS).astype(
+                np.float64
+            )
+        )
+        del state.group_unthrottled_history_w[: -self._history_len]
         view = DomainView(
             name=name,
             budget_w=budget_w,
@@ -280,6 +298,7 @@ class PowerController:
             history_w=np.array(state.history_w),
             unthrottled_w=unthrottled_w[members],
             unthrottled_history_w=np.array(state.unthrottled_history_w),
+            group_unthrottled_history_w=np.array(state.group_unthrottled_history_w),
             power_w=accounted_w[members],
             rung=self.rung[members],
             high_priority=telemetry.high_priority[members],

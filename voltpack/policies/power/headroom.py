@@ -31,10 +31,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voltpack.policies.power.ladder import FloatArray, IntArray
-from voltpack.policies.power.view import DomainPlan, DomainView
+from voltpack.policies.power.view import BoolArray, DomainPlan, DomainView
 
 SAVING_EPSILON_W = 0.5
 """A step that saves less than this has nothing to give."""
+MAX_RISE_ROUNDS = 3
+"""Rounds of shedding for the excess the room-limited rise leaves after a first round."""
 
 
 class HeadroomParams(BaseModel):
@@ -63,6 +65,8 @@ class _Memory:
     last_raise_s: float
     rise_w: float = 0.0
     rise_at_s: float = -np.inf
+    group_rises_w: FloatArray | None = None
+    """`[sample, shed group]` rises over the horizon in the window (when groups are known)."""
 
 
 def predicted_rise_w(history_w: FloatArray, horizon_ticks: int, quantile: float) -> float:
@@ -90,21 +94,60 @@ class HeadroomPolicy:
         window = max(horizon + 1, int(self.params.window_s / view.interval_s))
         return predicted_rise_w(view.rise_history_w[-window:], horizon, self.params.rise_quantile)
 
+    def group_rises_w(self, view: DomainView) -> FloatArray | None:
+        """`[sample, shed group]` rises of each group's unthrottled power over one interval
+        plus the actuation latency, in the recent window (None: groups not known)."""
+        history = view.group_unthrottled_history_w
+        if history is None or history.ndim != 2:
+            return None
+        horizon = int(np.ceil((view.interval_s + view.actuation_latency_s) / view.interval_s))
+        window = max(horizon + 1, int(self.params.window_s / view.interval_s))
+        recent = history[-window:]
+        if len(recent) <= horizon:
+            return np.zeros((0, history.shape[1]))
+        return np.asarray(recent[horizon:] - recent[:-horizon], dtype=np.float64)
+
+    def rise_at_w(self, view: DomainView, state: _Memory, rung: IntArray) -> float:
+        """The rise to expect with the GPUs at `rung`: each group's past rises, no larger than
+        the group can still rise there (capped GPUs cannot follow their workload up), summed
+        per sample, at the rise quantile. Without groups: the domain's rise quantile."""
+        rises = state.group_rises_w
+        if rises is None:
+            return state.rise_w
+        if rises.shape[0] == 0:
+            return 0.0
+        total = np.minimum(rises, view.room_w(rung)).sum(axis=1)
+        return max(0.0, float(np.quantile(total, self.params.rise_quantile)))
+
     def plan(self, view: DomainView, memory: Any) -> DomainPlan:
         """Raise to cover the predicted excess, or release within the release level."""
         state = memory if isinstance(memory, _Memory) else _Memory(-np.inf)
         if view.now_s - state.rise_at_s >= self.params.refresh_s:
-            state = replace(state, rise_w=self.rise_w(view), rise_at_s=view.now_s)
+            state = replace(
+                state, rise_w=self.rise_w(view), rise_at_s=view.now_s,
+                group_rises_w=self.group_rises_w(view),
+            )  # fmt: skip
         # The readings lag the commands by the actuation latency: judge the commanded rungs
         # by their estimated power, so a step already taken is neither repeated nor undone;
         # release only when the measured power agrees.
-        predicted = view.commanded_power_w + state.rise_w
-        release_judged = max(predicted, view.power_now_w + state.rise_w)
+        rise_w = self.rise_at_w(view, state, view.rung)
+        predicted = view.commanded_power_w + rise_w
+        release_judged = max(predicted, view.power_now_w + rise_w)
         target = self.params.target_fraction * view.budget_w
         release = self.params.release_fraction * view.budget_w
         rung = view.rung.copy()
         if predicted > target:
             rung = raise_rungs(view, rung, predicted - target)
+            for _ in range(MAX_RISE_ROUNDS):
+                # Shedding leaves the shed GPUs less room to rise: the excess left may be
+                # smaller than first predicted, or, where the estimate fell short, larger.
+                excess = commanded_at_w(view, rung) + self.rise_at_w(view, state, rung) - target
+                if excess <= SAVING_EPSILON_W:
+                    break
+                stepped = raise_rungs(view, rung, excess)
+                if np.array_equal(stepped, rung):
+                    break
+                rung = stepped
             changed = bool(np.any(rung != view.rung))
             state = replace(state, last_raise_s=view.now_s) if changed else state
             level = "shedding"
@@ -116,15 +159,49 @@ class HeadroomPolicy:
             rung = release_rungs(view, rung, release - release_judged)
             level = "releasing" if np.any(rung != view.rung) else "normal"
         else:
+            if view.now_s - state.last_raise_s >= self.params.hold_s and not view.any_late:
+                rung = rebalance_rungs(view, rung)
             level = "holding" if np.any(rung > 0) else "normal"
         return DomainPlan(rung, level, state)
 
 
-def raise_rungs(view: DomainView, rung: IntArray, need_w: float) -> IntArray:
+def rebalance_rungs(view: DomainView, rung: IntArray) -> IntArray:
+    """While holding (after the hold), hand watts back to a later shed group (high priority
+    first) when earlier groups can give the same watts: each GPU of the later group on its
+    deepest rung steps down one when the earlier groups' extra shedding covers the increase.
+    So a high-priority GPU slowed while low priority still ran (after a start at the floor,
+    or a burst that passed) is not left slowed while the domain stays in the band between
+    the release and target levels."""
+    groups = view.shed_groups()
+    for later in range(len(groups) - 1, 0, -1):
+        raised = np.flatnonzero(groups[later] & (rung > 0) & ~view.stale)
+        if raised.size == 0:
+            continue
+        raised = raised[rung[raised] == rung[raised].max()]
+        down = rung.copy()
+        down[raised] -= 1
+        increase_w = float(np.sum(view.estimate_w(down)) - np.sum(view.estimate_w(rung)))
+        earlier = np.logical_or.reduce(groups[:later])
+        shed = raise_rungs(view, down, increase_w, only=earlier)
+        saved_w = float(np.sum(view.estimate_w(down)) - np.sum(view.estimate_w(shed)))
+        if saved_w >= increase_w:
+            return shed
+    return rung
+
+
+def commanded_at_w(view: DomainView, rung: IntArray) -> float:
+    """The domain's estimated power once `rung` has taken effect."""
+    return view.power_now_w + float(np.sum(view.estimate_w(rung)) - np.sum(view.power_w))
+
+
+def raise_rungs(
+    view: DomainView, rung: IntArray, need_w: float, only: BoolArray | None = None
+) -> IntArray:
     """Step GPUs up until the estimated saving covers `need_w`: low priority first, and
-    within a group the GPUs on the lowest rung first."""
+    within a group the GPUs on the lowest rung first (`only`: GPUs that may be stepped)."""
     rung = rung.copy()
-    for group in view.shed_groups():
+    for shed_group in view.shed_groups():
+        group = shed_group if only is None else shed_group & only
         while need_w > 0:
             now_w = view.estimate_w(rung)
             up = np.minimum(rung + 1, view.ladders.top)

@@ -13,6 +13,17 @@ from voltpack.policies.power.ladder import FloatArray, IntArray, LadderTable
 BoolArray = NDArray[np.bool_]
 
 
+SHED_GROUPS = 3
+"""Low-priority latency-tolerant work, low-priority throughput-bound work, high priority."""
+
+
+def shed_group_index(high_priority: BoolArray, throughput_bound: BoolArray | None) -> IntArray:
+    """Each GPU's shed group (0, 1, 2 in the order `DomainView.shed_groups` gives watts);
+    without throughput information every low-priority GPU is in group 0."""
+    bound = np.zeros_like(high_priority) if throughput_bound is None else throughput_bound
+    return np.where(high_priority, 2, np.where(bound, 1, 0)).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class DomainView:
     """One domain at one control tick; per-GPU arrays share one order."""
@@ -44,6 +55,9 @@ class DomainView:
     throughput_bound: BoolArray | None = None
     """GPUs whose work loses throughput when slowed (training, batch jobs); request-driven
     inference below saturation loses only latency. None: all are."""
+    group_unthrottled_history_w: FloatArray | None = None
+    """`[tick, shed group]`: the unthrottled history split by `shed_group_index`. None: not
+    known."""
 
     @property
     def any_late(self) -> bool:
@@ -57,6 +71,13 @@ class DomainView:
         if self.throughput_bound is None:
             return [low, self.high_priority]
         return [low & ~self.throughput_bound, low & self.throughput_bound, self.high_priority]
+
+    def room_w(self, rung: IntArray) -> FloatArray:
+        """Per shed group, how far its GPUs can still rise at `rung`: the sum of each GPU's
+        worst case there less its estimated power (a capped GPU cannot rise past its cap)."""
+        room = np.maximum(self.ladders.at(self.ladders.bound_w, rung) - self.estimate_w(rung), 0.0)
+        groups = shed_group_index(self.high_priority, self.throughput_bound)
+        return np.bincount(groups, weights=room, minlength=SHED_GROUPS).astype(np.float64)
 
     def estimate_w(self, rung: IntArray) -> FloatArray:
         """Each GPU's estimated power at `rung` (from its unthrottled power when known)."""
