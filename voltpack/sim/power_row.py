@@ -117,8 +117,12 @@ class RowWorkload:
     training_phase: FloatArray
     inference_profile: InferenceProfile = field(default_factory=default_inference_profile)
     training_profile: TrainingProfile = field(default_factory=default_training_profile)
+    services: tuple[int, ...] = ()
+    """The service (index into the traffic's traces) each inference server runs (empty:
+    one service)."""
     low_active_per_window: np.ndarray | None = None
-    """Low-priority servers the router kept active per routing window (None: not routed)."""
+    """Low-priority servers the router kept active per routing window, summed over the
+    services' pools (None: not consolidated)."""
 
     @property
     def n_inference(self) -> int:
@@ -153,6 +157,7 @@ def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
     n_training = round(scenario.servers * scenario.training_share)
     n_inference = scenario.servers - n_training
     mix = as_mix(traffic)
+    services = tuple(mix.services_of(n_inference))
     streams = [
         diurnal_request_stream(
             mix.traces[service],
@@ -161,9 +166,11 @@ def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
             rng,
             scenario.peak_to_trough,
         )
-        for service in mix.services_of(n_inference)
+        for service in services
     ]
     profile = default_inference_profile()
+    n_high = n_inference - round(n_inference * scenario.low_priority_inference_share)
+    streams = _routed_streams(streams, services, n_high, scenario.duration_s, profile, None)[0]
     loads = [
         bin_requests(
             s.arrival_s, s.prompt_tokens, s.output_tokens, 1.0, scenario.duration_s, profile
@@ -174,30 +181,50 @@ def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
     job_phase = rng.random(jobs)
     phase = job_phase[np.arange(n_training) // scenario.servers_per_training_job]
     load = InferenceLoad.stack(loads) if loads else _no_load(scenario.duration_s)
-    return RowWorkload(scenario, streams, load, phase.astype(np.float64))
+    return RowWorkload(scenario, streams, load, phase.astype(np.float64), services=services)
+
+
+def _routed_streams(
+    streams: list[LlmRequests], services: tuple[int, ...], n_high: int, duration_s: float,
+    profile: InferenceProfile, routing: ConsolidationParams | None,
+) -> tuple[list[LlmRequests], np.ndarray | None]:  # fmt: skip
+    """The low-priority servers' requests dealt by each service's router (one pool per
+    service); high-priority streams unchanged. Also the active servers per routing window."""
+    out = list(streams)
+    labels = services or (0,) * len(streams)
+    active: np.ndarray | None = None
+    for service in dict.fromkeys(labels[n_high:]):
+        members = [i for i in range(n_high, len(streams)) if labels[i] == service]
+        pool = route_pool([streams[i] for i in members], duration_s, profile, routing)
+        for index, stream in zip(members, pool.streams, strict=True):
+            out[index] = stream
+        counts = pool.active_per_window
+        active = counts if active is None else active + counts
+    return out, active
 
 
 def routed_workload(workload: RowWorkload, routing: ConsolidationParams | None) -> RowWorkload:
-    """The row with its low-priority requests pooled and dealt by the router: over the servers
-    the consolidation policy keeps active (`routing`), or round-robin over all of them (None,
-    the router every pool has; the uncapped reference runs with it too)."""
-    n_high, scenario = workload.n_high, workload.scenario
-    pool = route_pool(
-        workload.inference[n_high:], scenario.duration_s, workload.inference_profile, routing
-    )
-    if not pool.streams:
+    """The row with each service's low-priority requests dealt over the servers the
+    consolidation policy keeps active (`routing`), or round-robin over all of them (None: the
+    router every pool has; `build_workload` deals them so, and the uncapped reference runs
+    with it)."""
+    scenario, profile = workload.scenario, workload.inference_profile
+    streams, active = _routed_streams(
+        workload.inference, workload.services, workload.n_high, scenario.duration_s, profile,
+        routing,
+    )  # fmt: skip
+    if workload.n_high == workload.n_inference:
         return workload
-    streams = [*workload.inference[:n_high], *pool.streams]
     loads = [
         bin_requests(s.arrival_s, s.prompt_tokens, s.output_tokens, 1.0, scenario.duration_s,
-                     workload.inference_profile)
+                     profile)
         for s in streams
     ]  # fmt: skip
     return replace(
         workload,
         inference=streams,
         load=InferenceLoad.stack(loads),
-        low_active_per_window=pool.active_per_window if routing is not None else None,
+        low_active_per_window=active if routing is not None else None,
     )
 
 
@@ -254,7 +281,11 @@ def run_row(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     Uncapped, nothing feeds back (every clock stays at max), so the whole run is computed in
     one vectorised pass (`run_uncapped`); with a policy the row steps second by second.
     """
-    return run_uncapped(workload) if spec is None else run_stepped(workload, spec)
+    if spec is None:
+        return run_uncapped(workload)
+    if spec.efficiency.routing is not None:
+        workload = routed_workload(workload, spec.efficiency.routing)
+    return run_stepped(workload, spec)
 
 
 def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
