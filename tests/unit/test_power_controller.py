@@ -229,15 +229,13 @@ def test_headroom_releases_do_not_feed_its_prediction() -> None:
     assert max(powers[60:]) <= c.tree.domains[0].budget_w
 
 
-def test_headroom_does_not_predict_rises_that_caps_prevent() -> None:
-    """Bursty low-priority GPUs held at their cap cannot follow their bursts up: the rise the
-    policy predicts counts each shed group's rises only up to the room its GPUs have left at
-    their rungs. Before, the bursts of capped low-priority GPUs kept the predicted rise high
-    and the policy slowed high priority too, with the domain far below its budget."""
+def _bursty_low_priority(params: dict | None = None) -> tuple[list[bool], list[float], float]:
+    """8 steady high-priority GPUs and 8 bursty low-priority ones under a budget that needs
+    the low-priority ones capped: per tick, whether high priority was slowed, the power, and
+    the budget."""
     gpus = 16
-    c = controller(budget_w=4100, gpus=gpus)
-    high = np.array([True] * 8 + [False] * 8)
-    plant = Plant(c, high, latency_ticks=1)
+    c = controller(budget_w=4100, gpus=gpus, params=params)
+    plant = Plant(c, np.array([True] * 8 + [False] * 8), latency_ticks=1)
     rng = np.random.default_rng(3)
     powers, high_raised = [], []
     for t in range(1800):
@@ -248,5 +246,20 @@ def test_headroom_does_not_predict_rises_that_caps_prevent() -> None:
         power, decision = plant.tick(t, activity, np.ones(gpus, dtype=bool))
         powers.append(power)
         high_raised.append(bool(np.any(decision.rung[:8] > 0)))
+    return high_raised, powers, c.tree.domains[0].budget_w
+
+
+def test_headroom_does_not_predict_rises_that_caps_prevent() -> None:
+    """Bursty low-priority GPUs held at their cap cannot follow their bursts up: the rise the
+    policy predicts counts each shed group's rises only up to the room its GPUs have left at
+    their rungs. Before, the bursts of capped low-priority GPUs kept the predicted rise high
+    and the policy kept high priority slowed too."""
+    high_raised, powers, budget_w = _bursty_low_priority()
     assert not any(high_raised[900:])
-    assert max(powers[60:]) <= c.tree.domains[0].budget_w
+    assert max(powers[60:]) <= budget_w
+
+
+def test_the_headroom_refinements_can_be_switched_off_for_an_ablation() -> None:
+    """With `room_limited_rises` and `rebalance` off the policy is the earlier one."""
+    high_raised, _, _ = _bursty_low_priority({"room_limited_rises": False, "rebalance": False})
+    assert any(high_raised[900:])

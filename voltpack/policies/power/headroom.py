@@ -52,6 +52,13 @@ class HeadroomParams(BaseModel):
     refresh_s: float = Field(
         default=30.0, gt=0, description="how often the rise quantile is recomputed"
     )
+    room_limited_rises: bool = Field(
+        default=True,
+        description="count each shed group's rises only up to the room its GPUs have left",
+    )
+    rebalance: bool = Field(
+        default=True, description="after the hold, trade low-priority watts for high priority"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> HeadroomParams:
@@ -125,7 +132,9 @@ class HeadroomPolicy:
         if view.now_s - state.rise_at_s >= self.params.refresh_s:
             state = replace(
                 state, rise_w=self.rise_w(view), rise_at_s=view.now_s,
-                group_rises_w=self.group_rises_w(view),
+                group_rises_w=(
+                    self.group_rises_w(view) if self.params.room_limited_rises else None
+                ),
             )  # fmt: skip
         # The readings lag the commands by the actuation latency: judge the commanded rungs
         # by their estimated power, so a step already taken is neither repeated nor undone;
@@ -159,7 +168,11 @@ class HeadroomPolicy:
             rung = release_rungs(view, rung, release - release_judged)
             level = "releasing" if np.any(rung != view.rung) else "normal"
         else:
-            if view.now_s - state.last_raise_s >= self.params.hold_s and not view.any_late:
+            if (
+                self.params.rebalance
+                and view.now_s - state.last_raise_s >= self.params.hold_s
+                and not view.any_late
+            ):
                 rung = rebalance_rungs(view, rung)
             level = "holding" if np.any(rung > 0) else "normal"
         return DomainPlan(rung, level, state)
