@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from voltpack.model.errors import PolicyError
+from voltpack.model.errors import PolicyError, PowerConfigError
+from voltpack.perf.gpu_power import power_model_for
+from voltpack.policies.power.ladder import capped_ladder
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import ControllerSettings, PowerController, Telemetry
@@ -263,3 +266,25 @@ def test_the_headroom_refinements_can_be_switched_off_for_an_ablation() -> None:
     """With `room_limited_rises` and `rebalance` off the policy is the earlier one."""
     high_raised, _, _ = _bursty_low_priority({"room_limited_rises": False, "rebalance": False})
     assert any(high_raised[900:])
+
+
+def test_a_capped_ladder_steps_through_power_caps_to_the_floor() -> None:
+    gpu = power_model_for(A100)
+    ladder = capped_ladder(A100, gpu, [360.0, 320.0, 100.0])
+    assert [s.describe() for s in ladder.settings] == [
+        "no action", "power capped at 360 W", "power capped at 320 W", "power capped at 100 W",
+    ]  # fmt: skip
+    assert list(ladder.bound_w) == sorted(ladder.bound_w, reverse=True)
+    assert ladder.bound_w[1] == 360.0 and ladder.limit_w[0] == np.inf
+    with pytest.raises(PowerConfigError, match="strictly descending"):
+        capped_ladder(A100, gpu, [320.0, 360.0])
+
+
+def test_training_caps_must_be_descending_shares_of_tdp() -> None:
+    with pytest.raises(ValidationError, match="training_caps_tdp_share"):
+        PowerSpec(efficiency={"training_caps_tdp_share": [0.8, 0.9]})
+    with pytest.raises(ValidationError, match="training_caps_tdp_share"):
+        PowerSpec(efficiency={"training_caps_tdp_share": [1.2]})
+    assert PowerSpec(
+        efficiency={"training_caps_tdp_share": [0.9, 0.8]}
+    ).efficiency.training_caps_tdp_share == (0.9, 0.8)

@@ -82,10 +82,29 @@ class PowerEfficiencySpec(_Strict):
     phase_clocks: PhaseClockParams | None = Field(
         default=None, description="lock decode-heavy servers at lower clocks"
     )
+    training_caps_tdp_share: tuple[float, ...] | None = Field(
+        default=None,
+        description="throughput-bound work (training) is slowed by power caps at these shares "
+        "of TDP (descending, in (0, 1)), then the floor, instead of by clock locks",
+    )
     phase_clocks_high_priority: bool = Field(
         default=False,
         description="also clock high-priority servers by phase mix (default: low priority only)",
     )
+
+    @model_validator(mode="after")
+    def _caps_descending(self) -> PowerEfficiencySpec:
+        shares = self.training_caps_tdp_share
+        if shares is not None and (
+            not shares
+            or list(shares) != sorted(set(shares), reverse=True)
+            or not all(0 < s < 1 for s in shares)
+        ):
+            raise ValueError(
+                "training_caps_tdp_share must be strictly descending shares of TDP in (0, 1), "
+                f"e.g. [0.9, 0.8, 0.7]; got {list(shares)}"
+            )
+        return self
 
 
 class PowerForecastSpec(_Strict):

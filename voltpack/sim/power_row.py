@@ -41,7 +41,7 @@ from voltpack.perf.training import (
     training_progress,
 )
 from voltpack.policies.power.consolidation import ConsolidationParams
-from voltpack.policies.power.ladder import ActionLadder, FloatArray
+from voltpack.policies.power.ladder import ActionLadder, FloatArray, capped_ladder
 from voltpack.policies.power.phase_clocks import PhaseClockParams, phase_clock_rungs
 from voltpack.policies.power.registry import make_power_policy
 from voltpack.policies.schema import PowerSpec
@@ -256,7 +256,11 @@ class RowRun:
     training_iterations: float
 
 
-def _ladders(spec: PowerSpec, workload: RowWorkload) -> tuple[ActionLadder, ActionLadder, float]:
+def _ladders(
+    spec: PowerSpec, workload: RowWorkload
+) -> tuple[ActionLadder, ActionLadder, dict[float, float]]:
+    """The inference and training servers' ladders (server watts), and each cap's per-GPU
+    limit by the server-level limit it stands for."""
     gpu = power_model_for(GPU_SKU)
     actions = spec.gpus.get(GPU_SKU) or default_actions(GPU_SKU, gpu)
     curves = (
@@ -265,14 +269,24 @@ def _ladders(spec: PowerSpec, workload: RowWorkload) -> tuple[ActionLadder, Acti
         ServerCurve(gpu, workload.training_profile.server,
                     workload.training_profile.non_gpu_load_coupling),
     )  # fmt: skip
+
+    def server_w(curve: ServerCurve, gpu_w: float) -> float:
+        return float(curve.server.power_w(gpu_w, gpu, curve.coupling))
+
     ladders = [
         ActionLadder.build(
-            GPU_SKU, curve, actions.lock_clocks_mhz,
-            float(curve.server.power_w(actions.floor_power_w, gpu, curve.coupling)),
+            GPU_SKU, curve, actions.lock_clocks_mhz, server_w(curve, actions.floor_power_w)
         )
         for curve in curves
-    ]  # fmt: skip
-    return ladders[0], ladders[1], actions.floor_power_w
+    ]
+    gpu_cap_of = {server_w(curve, actions.floor_power_w): actions.floor_power_w for curve in curves}
+    shares = spec.efficiency.training_caps_tdp_share
+    if shares is not None:
+        caps_gpu_w = [share * gpu.tdp_w for share in shares] + [actions.floor_power_w]
+        caps_server_w = [server_w(curves[1], cap) for cap in caps_gpu_w]
+        ladders[1] = capped_ladder(GPU_SKU, curves[1], caps_server_w)
+        gpu_cap_of.update(zip(caps_server_w, caps_gpu_w, strict=True))
+    return ladders[0], ladders[1], gpu_cap_of
 
 
 def run_row(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
@@ -299,8 +313,8 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     phase = workload.training_phase.copy()
     backlog = np.zeros(n_inf)
     prefill_history = np.zeros((n_inf, 0))
-    controller, floor_gpu_w = (
-        _controller(spec, workload, budget_w) if spec is not None else (None, np.nan)
+    controller, gpu_cap_of = (
+        _controller(spec, workload, budget_w) if spec is not None else (None, {})
     )
     settings = settings_from_spec(spec) if spec is not None else None
     latency_ticks = round(settings.actuation_latency_s) if settings else 0
@@ -311,7 +325,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     high = np.arange(n) < workload.n_high
     training = np.arange(n) >= n_inf
     actions = brakes = 0
-    rung_clock, rung_limit = _rung_tables(controller, gpu, floor_gpu_w, n)
+    rung_clock, rung_limit = _rung_tables(controller, gpu, gpu_cap_of, n)
     phase_clocks = _PhaseClocks.of(spec, workload, gpu) if spec is not None else None
     floor_rung = np.zeros(n, dtype=np.int64)
     for t in range(duration):
@@ -490,9 +504,9 @@ def controller_previous(pending: deque[np.ndarray], applied: np.ndarray) -> np.n
 
 def _controller(
     spec: PowerSpec, workload: RowWorkload, budget_w: float
-) -> tuple[PowerController, float]:
-    """One control unit per server in one row domain; also the per-GPU floor cap."""
-    inference, training, floor_gpu_w = _ladders(spec, workload)
+) -> tuple[PowerController, dict[float, float]]:
+    """One control unit per server in one row domain; also each cap's per-GPU limit."""
+    inference, training, gpu_cap_of = _ladders(spec, workload)
     n = workload.scenario.servers
     slots = [
         GpuSlot(f"server-{i}", 0, inference if i < workload.n_inference else training)
@@ -500,11 +514,14 @@ def _controller(
     ]
     tree = PowerDomainTree([PowerDomain("row", budget_w, frozenset(s.node for s in slots))])
     policy = make_power_policy(spec.policy, spec.params)
-    return PowerController(tree, slots, policy, settings_from_spec(spec)), floor_gpu_w
+    return PowerController(tree, slots, policy, settings_from_spec(spec)), gpu_cap_of
 
 
 def _rung_tables(
-    controller: PowerController | None, gpu: GpuPowerModel, floor_gpu_w: float, servers: int
+    controller: PowerController | None,
+    gpu: GpuPowerModel,
+    gpu_cap_of: dict[float, float],
+    servers: int,
 ) -> tuple[FloatArray, FloatArray]:
     """[server, rung] -> applied SM clock and per-GPU power limit (NaN: none)."""
     if controller is None:
@@ -517,7 +534,7 @@ def _rung_tables(
             if setting.locked_clock_mhz is not None:
                 clocks[row, rung] = setting.locked_clock_mhz
             if setting.power_limit_w is not None:
-                limits[row, rung] = floor_gpu_w
+                limits[row, rung] = gpu_cap_of[setting.power_limit_w]
     return clocks, limits
 
 

@@ -101,6 +101,27 @@ class ActionLadder:
         return cls(sku, tuple(settings), tuple(idle), tuple(full), tuple(limit), tuple(bound))
 
 
+def capped_ladder(sku: str, curve: PowerCurve, caps_w: Sequence[float]) -> ActionLadder:
+    """Rung 0: none; then power caps only (descending `caps_w`, the last one the floor), in
+    the units `curve` models (a GPU, or a whole server). For throughput-bound work (training)
+    whose energy per iteration is lowest near a cap: a cap slows only the phases that draw
+    more than it (compute), not communication, as a clock lock does."""
+    caps = [float(c) for c in caps_w]
+    if not caps or caps != sorted(set(caps), reverse=True) or caps[-1] <= 0:
+        raise PowerConfigError(f"{sku}: power caps must be positive and strictly descending, "
+                               f"got {caps}")  # fmt: skip
+    idle_w = float(curve.power_w(0.0, curve.max_clock_mhz))
+    full_w = float(curve.power_w(1.0, curve.max_clock_mhz))
+    return ActionLadder(
+        sku,
+        (GpuSetting(), *(GpuSetting(power_limit_w=c) for c in caps)),
+        (idle_w,) * (len(caps) + 1),
+        (full_w,) * (len(caps) + 1),
+        (np.inf, *caps),
+        (full_w, *(min(full_w, c) for c in caps)),
+    )
+
+
 @dataclass(frozen=True)
 class LadderTable:
     """Ladders of many GPUs as arrays `[gpu, rung]`, padded by repeating the top rung."""
