@@ -56,9 +56,13 @@ def resolve_power_spec(spec: str) -> tuple[str, PowerSpec]:
 
 
 def search(
-    name: str, spec: PowerSpec, scenario: RowScenario, trace: RowTraffic, limits: Limits
-) -> tuple[int, list[RowOutcome]]:
-    """Largest server count meeting every constraint (bisection; assumes monotone)."""
+    name: str, spec: PowerSpec, scenario: RowScenario, trace: RowTraffic, limits: Limits,
+    bounds: tuple[int, int] | None = None,
+) -> tuple[int, list[RowOutcome]]:  # fmt: skip
+    """Largest server count meeting every constraint (bisection; assumes monotone).
+
+    `bounds` (low, high): the bracket to bisect (default: the budget's servers and twice
+    them); `low` is evaluated first and a failure there ends the search below it."""
     seen: dict[int, RowOutcome] = {}
 
     def ok(servers: int) -> bool:
@@ -74,9 +78,15 @@ def search(
             )
         return seen[servers].ok
 
-    low = scenario.budget_servers
-    high = int(scenario.budget_servers * MAX_SERVERS_FACTOR)
+    low, high = bounds or (
+        scenario.budget_servers,
+        int(scenario.budget_servers * MAX_SERVERS_FACTOR),
+    )
     if not ok(low):
+        while low > scenario.budget_servers:
+            low -= 1
+            if ok(low):
+                return low, sorted(seen.values(), key=lambda o: o.servers)
         return low - 1, sorted(seen.values(), key=lambda o: o.servers)
     while high - low > 1:
         middle = (low + high) // 2
@@ -87,10 +97,13 @@ def search(
     return low, sorted(seen.values(), key=lambda o: o.servers)
 
 
-def _search_job(args: tuple[str, PowerSpec, RowScenario, list[Path], Limits]) -> dict[str, Any]:
-    name, spec, scenario, trace_paths, limits = args
+SearchJob = tuple[str, PowerSpec, RowScenario, list[Path], Limits, tuple[int, int] | None]
+
+
+def _search_job(args: SearchJob) -> dict[str, Any]:
+    name, spec, scenario, trace_paths, limits, bounds = args
     started = time.perf_counter()
-    servers, outcomes = search(name, spec, scenario, load_service_mix(trace_paths), limits)
+    servers, outcomes = search(name, spec, scenario, load_service_mix(trace_paths), limits, bounds)
     failing = next((o for o in outcomes if o.servers > servers and not o.ok), None)
     return {
         "policy": name,
@@ -111,9 +124,7 @@ def broken(outcome: RowOutcome, limits: Limits) -> list[str]:
     return [*names, "breaker"] if outcome.breaker_tripped else names
 
 
-def _run_searches(
-    jobs: list[tuple[str, PowerSpec, RowScenario, list[Path], Limits]], processes: int
-) -> Iterator[dict[str, Any]]:
+def _run_searches(jobs: list[SearchJob], processes: int) -> Iterator[dict[str, Any]]:
     """One search per policy: in this process one after the other, or in a process pool."""
     if processes <= 1:
         yield from map(_search_job, jobs)
@@ -193,6 +204,19 @@ def _row(name: str, servers: int, base_n: int, o: dict[str, Any]) -> str:
     )
 
 
+def parse_search(text: str | None, budget_servers: int) -> tuple[int, int] | None:
+    """`LOW:HIGH` with budget_servers <= LOW < HIGH, or None."""
+    if text is None:
+        return None
+    try:
+        low, high = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise SystemExit(f"--search {text!r}: expected LOW:HIGH, e.g. 54:64") from None
+    if not budget_servers <= low < high:
+        raise SystemExit(f"--search {text!r}: need {budget_servers} <= LOW < HIGH")
+    return low, high
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -223,6 +247,12 @@ def main() -> None:
     parser.add_argument(
         "--processes", type=int, default=1, help="policies searched in parallel (1: in turn)"
     )
+    parser.add_argument(
+        "--search",
+        default=None,
+        help="LOW:HIGH server counts to bisect between (default: the budget's and twice it); "
+        "LOW is tried first and, if it fails, counts below it one by one",
+    )
     parser.add_argument("--name", default="power_oversubscription")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/)")
     args = parser.parse_args()
@@ -251,7 +281,8 @@ def main() -> None:
         scenario = replace(scenario, mean_rate_per_s=args.rate)
     limits = Limits()
     specs = [resolve_power_spec(p) for p in args.policies.split(",") if p]
-    jobs = [(name, spec, scenario, trace_paths, limits) for name, spec in specs]
+    bounds = parse_search(args.search, scenario.budget_servers)
+    jobs = [(name, spec, scenario, trace_paths, limits, bounds) for name, spec in specs]
     results = list(_run_searches(jobs, args.processes))
     baseline = uncapped_outcome(scenario, trace, limits)
     figures = {
