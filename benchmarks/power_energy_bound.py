@@ -12,7 +12,8 @@ above the budget must slow training in its busiest hours whatever the policy; on
 
 Usage:
   python benchmarks/power_energy_bound.py                   # every docs/power.md row, 60 servers
-  python benchmarks/power_energy_bound.py --servers 57 --row mix:0.1:0:1
+  python benchmarks/power_energy_bound.py --servers 50 --servers 60 --row mix:0.1:0:1
+  python benchmarks/power_energy_bound.py --anchor-resolution-s 60 --servers 47 --servers 50
 """
 
 from __future__ import annotations
@@ -53,37 +54,43 @@ def parse_row(text: str) -> tuple[str, float, int, float]:
     return parts[0], float(parts[1]), int(parts[2]), float(parts[3])
 
 
-def measure(row: str, servers: int) -> dict[str, Any]:
-    """Calibrate the row's rate, then split its power at `servers`."""
+def measure(row: str, servers: list[int], resolution_s: int = 1) -> list[dict[str, Any]]:
+    """Calibrate the row's rate (its peak of `resolution_s`-second averages at the anchor),
+    then split its power at each count in `servers`."""
     traces, training_share, seed, days = parse_row(row)
     trace = load_service_mix([azure_llm_dir() / name for name in TRACES[traces]])
     scenario = RowScenario(
         servers=40, training_share=training_share, duration_s=int(days * 86_400), seed=seed
     )
-    calibration = calibrate_rate_per_s(scenario, trace)
-    scenario = replace(scenario, servers=servers, mean_rate_per_s=calibration.rate_per_s)
-    parts = row_power_parts(build_workload(scenario, trace))
-    return {"row": row, "rate_per_s": calibration.rate_per_s, "servers": servers,
-            **parts.summary()}  # fmt: skip
+    calibration = calibrate_rate_per_s(scenario, trace, resolution_s=resolution_s)
+    out = []
+    for count in servers:
+        counted = replace(scenario, servers=count, mean_rate_per_s=calibration.rate_per_s)
+        parts = row_power_parts(build_workload(counted, trace))
+        out.append({"row": row, "rate_per_s": calibration.rate_per_s, "servers": count,
+                    "anchor_resolution_s": resolution_s, **parts.summary()})  # fmt: skip
+    return out
 
 
-def markdown(results: list[dict[str, Any]], servers: int) -> str:
-    """One line per row: peak-hour means (and peak seconds) as shares of the budget."""
+def markdown(results: list[dict[str, Any]]) -> str:
+    """One line per row and count: peak-hour means (and peak seconds) as shares of the
+    budget."""
     lines = [
-        f"# Power of a row of {servers} servers with high priority untouched",
+        "# Power of a row with high priority untouched",
         "",
         "Shares of the budget (provisioned power of 40 servers); rows "
         "`traces:training share:seed:days`; peak hour: largest mean over a clock hour; in "
         "brackets: the peak second.",
         "",
-        "| row | requests/s per server | uncapped | high priority alone | frugal: all low "
-        "priority at the floor | training kept, low-priority inference at the floor | seconds "
-        "over budget (training kept) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| row | servers | requests/s per server | uncapped | high priority alone "
+        "| frugal: all low priority at the floor "
+        "| training kept, low-priority inference at the floor "
+        "| seconds over budget (training kept) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
-            f"| {r['row']} | {r['rate_per_s']:.4f} "
+            f"| {r['row']} | {r['servers']} | {r['rate_per_s']:.4f} "
             f"| {r['uncapped_peak_hour_share']:.3f} ({r['uncapped_peak_second_share']:.3f}) "
             f"| {r['high_priority_peak_hour_share']:.3f} "
             f"({r['high_priority_peak_second_share']:.3f}) "
@@ -97,18 +104,22 @@ def markdown(results: list[dict[str, Any]], servers: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--servers", type=int, default=60)
+    parser.add_argument("--servers", type=int, action="append", help="default: 60")
     parser.add_argument("--row", action="append", help="traces:training_share:seed:days")
+    parser.add_argument(
+        "--anchor-resolution-s", type=int, default=1,
+        help="calibrate the anchor as the peak of averages over this many seconds",
+    )  # fmt: skip
     parser.add_argument("--name", default="power_energy_bound")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/)")
     args = parser.parse_args()
     started = time.perf_counter()
     results = []
     for row in args.row or DOC_ROWS:
-        results.append(measure(row, args.servers))
+        results += measure(row, args.servers or [60], args.anchor_resolution_s)
         print(f"  {row}: {results[-1]}", flush=True)
-    figures = {"servers": args.servers, "rows": results, "wall_s": time.perf_counter() - started}
-    save(args.name, figures, markdown(results, args.servers), args.out)
+    figures = {"rows": results, "wall_s": time.perf_counter() - started}
+    save(args.name, figures, markdown(results), args.out)
 
 
 if __name__ == "__main__":
