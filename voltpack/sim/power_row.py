@@ -198,6 +198,8 @@ class RowRun:
     low_completed: int
     """Low-priority requests completed within the run."""
     training_iterations: float
+    server_energy_j: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """[server] energy each server drew over the run (J); empty: not recorded."""
 
 
 def _ladders(spec: PowerSpec, workload: RowWorkload) -> tuple[ActionLadder, ActionLadder, float]:
@@ -354,6 +356,7 @@ def _blank_timelines(
 def _finish(
     workload: RowWorkload, row_power: FloatArray, budget_w: float, clock: FloatArray,
     limit: FloatArray, actions: int, brakes: int, latency: list[FloatArray], iterations: float,
+    server_energy_j: FloatArray | None = None,
 ) -> RowRun:  # fmt: skip
     """Split latencies by priority and count the low-priority requests done in time."""
     n_high, n_inf = workload.n_high, workload.n_inference
@@ -366,7 +369,7 @@ def _finish(
     )
     return RowRun(
         row_power, budget_w, clock, limit, actions, brakes, high_latency, low_latency, low_done,
-        iterations,
+        iterations, np.zeros(0) if server_energy_j is None else server_energy_j,
     )  # fmt: skip
 
 
