@@ -254,6 +254,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     training = np.arange(n) >= n_inf
     actions = brakes = 0
     rung_clock, rung_limit = _rung_tables(controller, gpu, floor_gpu_w, n)
+    server_energy_j = np.zeros(n)
     for t in range(duration):
         clock[:, t] = rung_clock[np.arange(n), applied]
         limit[:, t] = rung_limit[np.arange(n), applied]
@@ -284,6 +285,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
                 None if train_limit_arg is None else train_limit_arg[:, 0],
             )) % 1.0  # fmt: skip
         row_power[t] = power.sum()
+        server_energy_j += power  # 1-s steps: W x 1 s
         readings.append((power, applied.copy()))
         if controller is None:
             continue
@@ -306,8 +308,9 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
         if n > n_inf else 0.0
     )  # fmt: skip
     return _finish(
-        workload, row_power, budget_w, clock, limit, actions, brakes, latency, iterations
-    )
+        workload, row_power, budget_w, clock, limit, actions, brakes, latency, iterations,
+        server_energy_j,
+    )  # fmt: skip
 
 
 def run_uncapped(workload: RowWorkload) -> RowRun:
@@ -324,20 +327,27 @@ def run_uncapped(workload: RowWorkload) -> RowRun:
     duration = scenario.duration_s
     budget_w = workload.budget_w
     clock, limit, row_power = _blank_timelines(workload, gpu)
+    server_energy_j = np.zeros(n)
     if n_inf:
         busy = inference_busy(workload.load, clock[:n_inf], workload.inference_profile, gpu)
-        row_power += power_from_busy_w(busy, workload.inference_profile, gpu).sum(axis=0)
+        inference_w = power_from_busy_w(busy, workload.inference_profile, gpu)
+        row_power += inference_w.sum(axis=0)
+        server_energy_j[:n_inf] = inference_w.sum(axis=1)
     iterations = 0.0
     if n > n_inf:
-        row_power += training_power_w(
+        training_w = training_power_w(
             duration, clock[n_inf:], 1.0, workload.training_profile, gpu,
             start_phase=workload.training_phase,
-        ).sum(axis=0)  # fmt: skip
+        )  # fmt: skip
+        row_power += training_w.sum(axis=0)
+        server_energy_j[n_inf:] = training_w.sum(axis=1)
         iterations = float(
             training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu).sum()
         )
     latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
-    return _finish(workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations)
+    return _finish(
+        workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations, server_energy_j
+    )
 
 
 def _blank_timelines(
