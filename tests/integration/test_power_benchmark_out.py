@@ -25,5 +25,17 @@ def test_out_dir_gets_the_results(tmp_path: Path) -> None:
     (policy,) = figures["policies"]
     assert policy["policy"] == "thresholds" and policy["servers"] >= 40
     assert "brakes" in policy["best"] and "seconds_over_budget" in policy["best"]
-    assert (tmp_path / "power_oversubscription.md").read_text().strip()
+    # Issue 35 item 4: every result reports its safety and its energy.
+    safety_and_energy = {
+        "longest_excursion_s", "breaker_heat_peak_share", "breaker_margin_share",
+        "peak_60s_share_of_budget", "low_p99_increase_pct", "energy_per_request_wh",
+        "energy_per_iteration_wh",
+    }  # fmt: skip
+    assert safety_and_energy <= set(policy["best"])
+    assert safety_and_energy <= set(figures["no_oversubscription"])
+    assert policy["best"]["energy_per_request_wh"] > 0
+    assert "breaker_margin_share" in policy["margins"]  # low-priority latency: reported only
+    table = (tmp_path / "power_oversubscription.md").read_text()
+    for column in ("breaker heat peak (margin)", "peak/budget 60 s", "Wh per request"):
+        assert column in table
     assert (committed.read_bytes() if committed.exists() else None) == before

@@ -254,6 +254,8 @@ class RowRun:
     low_completed: int
     """Low-priority requests completed within the run."""
     training_iterations: float
+    server_energy_j: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """[server] energy each server drew over the run (J); empty: not recorded."""
 
 
 def _ladders(
@@ -328,6 +330,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     rung_clock, rung_limit = _rung_tables(controller, gpu, gpu_cap_of, n)
     phase_clocks = _PhaseClocks.of(spec, workload, gpu) if spec is not None else None
     floor_rung = np.zeros(n, dtype=np.int64)
+    server_energy_j = np.zeros(n)
     for t in range(duration):
         clock[:, t] = rung_clock[np.arange(n), applied]
         limit[:, t] = rung_limit[np.arange(n), applied]
@@ -362,6 +365,7 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
                 None if train_limit_arg is None else train_limit_arg[:, 0],
             )) % 1.0  # fmt: skip
         row_power[t] = power.sum()
+        server_energy_j += power  # 1-s steps: W x 1 s
         readings.append((power, applied.copy()))
         if controller is None:
             continue
@@ -385,8 +389,9 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
         if n > n_inf else 0.0
     )  # fmt: skip
     return _finish(
-        workload, row_power, budget_w, clock, limit, actions, brakes, latency, iterations
-    )
+        workload, row_power, budget_w, clock, limit, actions, brakes, latency, iterations,
+        server_energy_j,
+    )  # fmt: skip
 
 
 @dataclass
@@ -449,20 +454,27 @@ def run_uncapped(workload: RowWorkload) -> RowRun:
     duration = scenario.duration_s
     budget_w = workload.budget_w
     clock, limit, row_power = _blank_timelines(workload, gpu)
+    server_energy_j = np.zeros(n)
     if n_inf:
         busy = inference_busy(workload.load, clock[:n_inf], workload.inference_profile, gpu)
-        row_power += power_from_busy_w(busy, workload.inference_profile, gpu).sum(axis=0)
+        inference_w = power_from_busy_w(busy, workload.inference_profile, gpu)
+        row_power += inference_w.sum(axis=0)
+        server_energy_j[:n_inf] = inference_w.sum(axis=1)
     iterations = 0.0
     if n > n_inf:
-        row_power += training_power_w(
+        training_w = training_power_w(
             duration, clock[n_inf:], 1.0, workload.training_profile, gpu,
             start_phase=workload.training_phase,
-        ).sum(axis=0)  # fmt: skip
+        )  # fmt: skip
+        row_power += training_w.sum(axis=0)
+        server_energy_j[n_inf:] = training_w.sum(axis=1)
         iterations = float(
             training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu).sum()
         )
     latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
-    return _finish(workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations)
+    return _finish(
+        workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations, server_energy_j
+    )
 
 
 def _blank_timelines(
@@ -481,6 +493,7 @@ def _blank_timelines(
 def _finish(
     workload: RowWorkload, row_power: FloatArray, budget_w: float, clock: FloatArray,
     limit: FloatArray, actions: int, brakes: int, latency: list[FloatArray], iterations: float,
+    server_energy_j: FloatArray | None = None,
 ) -> RowRun:  # fmt: skip
     """Split latencies by priority and count the low-priority requests done in time."""
     n_high, n_inf = workload.n_high, workload.n_inference
@@ -493,7 +506,7 @@ def _finish(
     )
     return RowRun(
         row_power, budget_w, clock, limit, actions, brakes, high_latency, low_latency, low_done,
-        iterations,
+        iterations, np.zeros(0) if server_energy_j is None else server_energy_j,
     )  # fmt: skip
 
 
