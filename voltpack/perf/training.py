@@ -23,6 +23,7 @@ from voltpack.perf.gpu_power import (
     ServerPowerModel,
     server_power_model_for,
 )
+from voltpack.perf.links import PerfModelError
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,18 @@ class TrainingProfile:
             return self.compute_activity
         return gpu.sustained_tdp_activity
 
-    def iteration_time_s(self, clock_mhz: ArrayLike, gpu: GpuPowerModel) -> FloatArray:
-        """Duration (s) of one iteration at `clock_mhz`."""
-        compute_s = self.iteration_s * self.compute_share
-        communication_s = self.iteration_s - compute_s
+    def iteration_time_s(
+        self, clock_mhz: ArrayLike, gpu: GpuPowerModel, iteration_s: ArrayLike | None = None
+    ) -> FloatArray:
+        """Duration (s) of one iteration at `clock_mhz`.
+
+        `iteration_s`: the iteration's duration at max clock (default: the profile's
+        `iteration_s`), broadcast against `clock_mhz`; the compute and communication shares
+        are the profile's.
+        """
+        base_s = self.iteration_s if iteration_s is None else np.asarray(iteration_s, np.float64)
+        compute_s = base_s * self.compute_share
+        communication_s = base_s - compute_s
         return np.asarray(
             compute_s * gpu.time_factor(clock_mhz, self.compute_bound_share) + communication_s,
             dtype=np.float64,
@@ -80,23 +89,40 @@ def default_training_profile() -> TrainingProfile:
     return TrainingProfile(name="llm-training-dgx-a100", server=server_power_model_for("dgx-a100"))
 
 
+def _per_server(iteration_s: ArrayLike | None) -> FloatArray | None:
+    """Per-server iteration times with a trailing bin axis added (None stays None)."""
+    if iteration_s is None:
+        return None
+    values = np.asarray(iteration_s, dtype=np.float64)
+    if np.any(~np.isfinite(values)) or np.any(values <= 0):
+        raise PerfModelError(
+            f"training iteration_s must be finite and above 0 s (got {values}); pass the "
+            "iteration time at max clock in seconds"
+        )
+    return values[..., np.newaxis] if values.ndim else values
+
+
 def training_progress(
     clock_mhz_per_bin: ArrayLike,
     bin_s: float,
     profile: TrainingProfile,
     gpu_model: GpuPowerModel,
     power_limit_w_per_bin: ArrayLike | None = None,
+    iteration_s: ArrayLike | None = None,
 ) -> FloatArray:
     """Iterations completed in each bin (fractional); sum them for throughput.
 
     A power limit lowers the compute phase's clock to what the limit allows at its activity;
-    the communication phase does not depend on the clock.
+    the communication phase does not depend on the clock. `iteration_s` (default: the
+    profile's) is each server's iteration time at max clock: a scalar, or an array over the
+    server axis (`clock_mhz_per_bin` is then `[server, bin]`).
     """
     clock = np.asarray(clock_mhz_per_bin, dtype=np.float64)
     compute_clock = gpu_model.effective_clock_mhz(
         clock, profile.compute_activity_for(gpu_model), power_limit_w_per_bin
     )
-    return np.asarray(bin_s / profile.iteration_time_s(compute_clock, gpu_model), dtype=np.float64)
+    duration_s = profile.iteration_time_s(compute_clock, gpu_model, _per_server(iteration_s))
+    return np.asarray(bin_s / duration_s, dtype=np.float64)
 
 
 def _compute_covered(position: FloatArray, compute_fraction: FloatArray) -> FloatArray:
@@ -115,11 +141,14 @@ def training_power_w(
     gpu_model: GpuPowerModel,
     power_limit_w_per_bin: ArrayLike | None = None,
     start_phase: ArrayLike = 0.0,
+    iteration_s: ArrayLike | None = None,
 ) -> FloatArray:
     """Mean server power (W) per bin of a server running the training job.
 
     `clock_mhz_per_bin` is a scalar or an array ending in `n_bins`; `start_phase` (0..1, per
-    server if an array) is where in its iteration the job is at time 0 (0 = compute starts).
+    server if an array) is where in its iteration the job is at time 0 (0 = compute starts);
+    `iteration_s` (default: the profile's; per server if an array) is the iteration time at
+    max clock, so jobs with different iteration times drift in phase against each other.
     """
     clock = np.asarray(clock_mhz_per_bin, dtype=np.float64)
     clock = np.broadcast_to(clock, (*clock.shape[:-1], n_bins) if clock.ndim else (n_bins,))
@@ -128,9 +157,13 @@ def training_power_w(
     communication_clock = gpu_model.effective_clock_mhz(
         clock, profile.communication_activity, power_limit_w_per_bin
     )
-    iteration_s = profile.iteration_time_s(compute_clock, gpu_model)
-    compute_fraction = 1.0 - profile.iteration_s * (1.0 - profile.compute_share) / iteration_s
-    advance = bin_s / iteration_s
+    base_s = _per_server(iteration_s)
+    duration_s = profile.iteration_time_s(compute_clock, gpu_model, base_s)
+    communication_s = (profile.iteration_s if base_s is None else base_s) * (
+        1.0 - profile.compute_share
+    )
+    compute_fraction = 1.0 - communication_s / duration_s
+    advance = bin_s / duration_s
     phase = np.asarray(start_phase, dtype=np.float64)
     if phase.ndim:
         phase = phase[..., np.newaxis]
