@@ -15,6 +15,7 @@ from voltpack.perf import (
     training_power_w,
     training_progress,
 )
+from voltpack.perf.links import PerfModelError
 
 PROFILE = default_training_profile()
 A100 = power_model_for("A100-80GB")
@@ -99,3 +100,36 @@ def test_chunks_continue_where_the_previous_one_ended() -> None:
     done = float(training_progress(clocks[:17], 1.0, PROFILE, A100).sum())
     rest = training_power_w(23, clocks[17:], 1.0, PROFILE, A100, start_phase=done % 1.0)
     assert rest == pytest.approx(whole[17:])
+
+
+def test_per_server_iteration_times_equal_to_the_profile_change_nothing() -> None:
+    clocks = np.stack([np.full(50, 1410.0), np.full(50, 1100.0)])
+    phases = np.array([0.1, 0.7])
+    same = np.full(2, PROFILE.iteration_s)
+    assert np.array_equal(
+        training_power_w(50, clocks, 1.0, PROFILE, A100, start_phase=phases, iteration_s=same),
+        training_power_w(50, clocks, 1.0, PROFILE, A100, start_phase=phases),
+    )
+    assert np.array_equal(
+        training_progress(clocks, 1.0, PROFILE, A100, iteration_s=same),
+        training_progress(clocks, 1.0, PROFILE, A100),
+    )
+
+
+def test_each_server_runs_its_own_iteration_time() -> None:
+    clocks = np.full((2, 600), 1410.0)
+    iteration_s = np.array([2.0, 5.0])
+    progress = training_progress(clocks, 1.0, PROFILE, A100, iteration_s=iteration_s)
+    assert progress.sum(axis=1) == pytest.approx([300.0, 120.0])
+    power = training_power_w(600, clocks, 1.0, PROFILE, A100, iteration_s=iteration_s)
+    for row, period_s in zip(power, (2.0, 5.0), strict=True):
+        alone = training_power_w(
+            600, 1410.0, 1.0, dataclasses.replace(PROFILE, iteration_s=period_s), A100
+        )
+        assert row == pytest.approx(alone)
+
+
+@pytest.mark.parametrize("bad", [0.0, -3.0, float("nan"), float("inf")])
+def test_a_non_positive_iteration_time_is_refused_by_name(bad: float) -> None:
+    with pytest.raises(PerfModelError, match="iteration_s"):
+        training_progress(1410.0, 1.0, PROFILE, A100, iteration_s=np.array([3.0, bad]))

@@ -92,9 +92,12 @@ def row_power_parts(workload: RowWorkload) -> RowPowerParts:
     if workload.n_training:
         train_clocks = np.full((workload.n_training, duration), gpu.max_clock_mhz)
         args = (duration, train_clocks, 1.0, workload.training_profile, gpu)
-        training_full = training_power_w(*args, start_phase=workload.training_phase).sum(axis=0)
+        phase, iteration_s = workload.training_phase, workload.training_iteration_s
+        training_full = training_power_w(*args, start_phase=phase, iteration_s=iteration_s).sum(
+            axis=0
+        )
         training_floor = training_power_w(
-            *args, np.full_like(train_clocks, floor_w), start_phase=workload.training_phase
+            *args, np.full_like(train_clocks, floor_w), start_phase=phase, iteration_s=iteration_s
         ).sum(axis=0)
     high = uncapped[:n_high].sum(axis=0) if n_high else zeros
     low = uncapped[n_high:n_inf].sum(axis=0) if n_inf > n_high else zeros

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from voltpack.model.errors import InvalidRequestError
 from voltpack.perf.gpu_power import GpuPowerModel, ServerPowerModel, power_model_for
 from voltpack.perf.llm_inference import (
     InferenceLoad,
@@ -75,6 +76,15 @@ class RowScenario:
     power_oversubscription benchmark does, on every run)."""
     peak_to_trough: float = 2.0
     servers_per_training_job: int = 8
+    training_iteration_s_range: tuple[float, float] = (2.0, 5.0)
+    """Each training job's iteration time at max clock (s), drawn uniformly from this range
+    per job from the seed, so jobs of different models and batch sizes drift in phase
+    against each other. A scenario range, not calibrated: the training profile's 3 s sits
+    in the middle; synchronous training swings "every second or two" (Uptime Institute,
+    "Electrical considerations with large AI compute") and a summary of Choukse et al.
+    (arXiv 2508.14318) places production swings at 0.2-3 Hz, i.e. periods up to 5 s; the
+    lower end stays at 2 s so the 1 s bins still show the communication dip. (3.0, 3.0):
+    identical jobs whose phases never drift, the model before issue 35."""
     telemetry_delay_s: int = 1
     seed: int = 0
 
@@ -115,6 +125,8 @@ class RowWorkload:
     inference: list[LlmRequests]
     load: InferenceLoad
     training_phase: FloatArray
+    training_iteration_s: FloatArray
+    """Per training server: its job's iteration time at max clock (s)."""
     inference_profile: InferenceProfile = field(default_factory=default_inference_profile)
     training_profile: TrainingProfile = field(default_factory=default_training_profile)
     services: tuple[int, ...] = ()
@@ -147,12 +159,20 @@ class RowWorkload:
 
 
 def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
-    """Per-server request streams and training-job phases, deterministic in the seed.
+    """Per-server request streams and training jobs' phases and iteration times,
+    deterministic in the seed (the iteration times are drawn last, so the streams and
+    phases are those of a row with identical jobs).
 
     `traffic`: one trace every inference server replays, or a `ServiceMix` whose services
     share the inference servers (`ServiceMix.services_of`); every server has the same mean
     request rate, `scenario.mean_rate_per_s`.
     """
+    shortest_s, longest_s = scenario.training_iteration_s_range
+    if not 0 < shortest_s <= longest_s < np.inf:
+        raise InvalidRequestError(
+            f"training_iteration_s_range={scenario.training_iteration_s_range} must be "
+            "(shortest, longest) seconds with 0 < shortest <= longest"
+        )
     rng = np.random.default_rng(scenario.seed)
     n_training = round(scenario.servers * scenario.training_share)
     n_inference = scenario.servers - n_training
@@ -179,9 +199,13 @@ def build_workload(scenario: RowScenario, traffic: RowTraffic) -> RowWorkload:
     ]
     jobs = max(1, -(-n_training // scenario.servers_per_training_job))
     job_phase = rng.random(jobs)
-    phase = job_phase[np.arange(n_training) // scenario.servers_per_training_job]
+    job_of = np.arange(n_training) // scenario.servers_per_training_job
+    job_iteration_s = rng.uniform(shortest_s, longest_s, jobs)
     load = InferenceLoad.stack(loads) if loads else _no_load(scenario.duration_s)
-    return RowWorkload(scenario, streams, load, phase.astype(np.float64), services=services)
+    return RowWorkload(
+        scenario, streams, load, job_phase[job_of].astype(np.float64),
+        job_iteration_s[job_of].astype(np.float64), services=services,
+    )  # fmt: skip
 
 
 def _routed_streams(
@@ -358,12 +382,12 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
             )  # fmt: skip
             power[n_inf:] = training_power_w(
                 1, clock[n_inf:, t : t + 1], 1.0, workload.training_profile, gpu,
-                train_limit_arg, start_phase=phase,
+                train_limit_arg, start_phase=phase, iteration_s=workload.training_iteration_s,
             )[:, 0]  # fmt: skip
             phase = (phase + training_progress(
-                clock[n_inf:, t], 1.0, workload.training_profile, gpu,
-                None if train_limit_arg is None else train_limit_arg[:, 0],
-            )) % 1.0  # fmt: skip
+                clock[n_inf:, t : t + 1], 1.0, workload.training_profile, gpu,
+                train_limit_arg, workload.training_iteration_s,
+            )[:, 0]) % 1.0  # fmt: skip
         row_power[t] = power.sum()
         server_energy_j += power  # 1-s steps: W x 1 s
         readings.append((power, applied.copy()))
@@ -385,7 +409,8 @@ def run_stepped(workload: RowWorkload, spec: PowerSpec | None) -> RowRun:
     latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
     iterations = (
         float(training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu,
-                                np.where(np.isnan(limit[n_inf:]), np.inf, limit[n_inf:])).sum())
+                                np.where(np.isnan(limit[n_inf:]), np.inf, limit[n_inf:]),
+                                workload.training_iteration_s).sum())
         if n > n_inf else 0.0
     )  # fmt: skip
     return _finish(
@@ -464,13 +489,16 @@ def run_uncapped(workload: RowWorkload) -> RowRun:
     if n > n_inf:
         training_w = training_power_w(
             duration, clock[n_inf:], 1.0, workload.training_profile, gpu,
-            start_phase=workload.training_phase,
+            start_phase=workload.training_phase, iteration_s=workload.training_iteration_s,
         )  # fmt: skip
         row_power += training_w.sum(axis=0)
         server_energy_j[n_inf:] = training_w.sum(axis=1)
         iterations = float(
-            training_progress(clock[n_inf:], 1.0, workload.training_profile, gpu).sum()
-        )
+            training_progress(
+                clock[n_inf:], 1.0, workload.training_profile, gpu,
+                iteration_s=workload.training_iteration_s,
+            ).sum()
+        )  # fmt: skip
     latency = _latencies(workload, clock[:n_inf], limit[:n_inf], gpu)
     return _finish(
         workload, row_power, budget_w, clock, limit, 0, 0, latency, iterations, server_energy_j
