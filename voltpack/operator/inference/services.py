@@ -889,12 +889,25 @@ class InferenceServiceController:
         previous = service.get("status") or {}
         if status == previous:
             return
-        body = {**{k: None for k in previous if k not in status}, **status}
+        body = merge_patch(previous, status)
         meta = service["metadata"]
         call_json(
             self.custom.patch_namespaced_custom_object_status,
             API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], {"status": body},
         )  # fmt: skip
+
+
+def merge_patch(previous: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns `previous` into `wanted`: keys it no longer has are
+    removed (null), in nested maps too (e.g. a pod gone from `routing.weights`)."""
+    body: dict[str, Any] = {k: None for k in previous if k not in wanted}
+    for key, value in wanted.items():
+        before = previous.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            body[key] = merge_patch(before, value)
+        else:
+            body[key] = value
+    return body
 
 
 def _kv_condition(kv: KvPlacement) -> dict[str, Any]:
