@@ -46,6 +46,12 @@ vllm:num_requests_waiting{{engine="0",model_name="llama3-8b"}} {waiting}
 # TYPE vllm:request_success_total counter
 vllm:request_success_total{{engine="0",finished_reason="stop",model_name="llama3-8b"}} {stop}
 vllm:request_success_total{{engine="0",finished_reason="length",model_name="llama3-8b"}} {length}
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{{engine="0",model_name="llama3-8b"}} {prompt}
+# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{engine="0",model_name="llama3-8b"}} {generation}
 """
 
 
@@ -57,6 +63,11 @@ class FakeVllm:
     finished: float = 0.0
     waiting: float = 0.0
     broken: bool = False
+    prompt_tokens: float = 0.0
+    generation_tokens: float = 0.0
+    prompt_per_s: float = 0.0
+    """Prompt tokens it prefills per second (the token counters grow every tick)."""
+    generation_per_s: float = 0.0
 
 
 @dataclass
@@ -86,6 +97,8 @@ class Network:
                             waiting=fake.waiting,
                             stop=float(stop),
                             length=float(int(fake.finished) - stop),
+                            prompt=float(int(fake.prompt_tokens)),
+                            generation=float(int(fake.generation_tokens)),
                         ).encode()
                 self.send_response(200 if self.path == "/metrics" else 404)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -118,6 +131,8 @@ def network(core: client.CoreV1Api) -> Iterator[Network]:
                 live = [f for u, f in net.servers.items() if u in net.live and not f.broken]
                 for fake in live:
                     fake.finished += net.load_per_s * (now - ticked) / len(live)
+                    fake.prompt_tokens += fake.prompt_per_s * (now - ticked)
+                    fake.generation_tokens += fake.generation_per_s * (now - ticked)
             ticked = now
             selector = "voltpack.io/inference-service"
             pods = core.list_namespaced_pod("default", label_selector=selector).items

@@ -164,7 +164,9 @@ class Operator:
             ),
             self.setup,
         )
-        self.inference = InferenceServiceController(self.core, custom)
+        self.inference = InferenceServiceController(
+            self.core, custom, power=config.policy.spec.power
+        )
         self.inference_services = ResourceCache(
             "inferenceservices", self.inference.list_function, self.setup
         )
@@ -189,7 +191,9 @@ class Operator:
         self._retention_due = 0.0
         self.power_loop: PowerLoop | None = None
         if config.power:
-            caches = PowerCaches(self.nodes, self.pods, self.gpunodes, self.budgets)
+            caches = PowerCaches(
+                self.nodes, self.pods, self.gpunodes, self.budgets, self.inference_services
+            )
             self.power_loop = PowerLoop(
                 self.core,
                 custom,

@@ -255,6 +255,33 @@ class PlannedGroup(ResourceModel):
     buckets: list[BucketServed] = Field(default_factory=list)
 
 
+class ServiceRouting(ResourceModel):
+    """Router weights of the service's unified replicas (spec.power.efficiency.routing of the
+    policy file; low-priority services only): new requests go to the first `activeReplicas`,
+    the others drain and idle. Also on each replica pod as `voltpack.io/router-weight`."""
+
+    active_replicas: int = Field(ge=1, description="replicas that take new requests")
+    replicas: int = Field(ge=1, description="replicas in the routed pool")
+    weights: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
+        description="pod name -> share of new requests (sums to 1)"
+    )
+    since: str = Field(description="RFC 3339: when the active set last changed")
+    shrink_candidate_since: str | None = Field(
+        default=None, description="RFC 3339: since when a smaller set would do (the hold)"
+    )
+    reason: str = Field(default="", description="Consolidated, AllReplicas or a fail-safe")
+    message: str = Field(default="", description="why, with the measured demand")
+
+
+class ReplicaPhase(ResourceModel):
+    """A replica's phase mix over the last `phase_clocks.window_s`: share of wall time its
+    GPUs spent in prefill and in decode (from its vLLM token counters)."""
+
+    prefill_share: float = Field(ge=0, le=1)
+    decode_share: float = Field(ge=0, le=1)
+    observed_at: str = Field(description="RFC 3339: the scrape the mix ends at")
+
+
 class InferenceServiceStatus(ResourceModel):
     """The plan in effect, its predicted cost, the rate it was made for, and why."""
 
@@ -297,3 +324,9 @@ class InferenceServiceStatus(ResourceModel):
     )
     last_plan_time: str | None = Field(default=None, description="RFC 3339")
     observed_generation: int | None = Field(default=None, ge=0)
+    routing: ServiceRouting | None = Field(
+        default=None, description="router weights of the replicas (power-aware routing)"
+    )
+    replica_phases: dict[str, ReplicaPhase] | None = Field(
+        default=None, description="pod name -> its phase mix (phase-aware clocks)"
+    )

@@ -24,6 +24,7 @@ from voltpack.operator.inference.plans import fingerprint, group_key
 from voltpack.operator.kube.conventions import (
     GPU_MODELS_ANNOTATION,
     GPU_RESOURCE,
+    INFERENCE_SERVICE_LABEL,
     MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PRIORITY_ANNOTATION,
@@ -32,7 +33,7 @@ from voltpack.operator.kube.conventions import (
     WORKLOAD_ANNOTATION,
 )
 
-SERVICE_LABEL = "voltpack.io/inference-service"
+SERVICE_LABEL = INFERENCE_SERVICE_LABEL
 """On replica pods: the InferenceService's name (in the pod's namespace)."""
 GROUP_LABEL = "voltpack.io/inference-group"
 """On replica pods: the replica group, e.g. `a10-tp4-unified`."""

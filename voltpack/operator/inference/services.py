@@ -42,6 +42,7 @@ from voltpack.model.resources.inferenceservice import (
     RateSourceKind,
 )
 from voltpack.model.topology import ClusterTopology
+from voltpack.operator.inference.efficiency import ServiceEfficiency
 from voltpack.operator.inference.kv import (
     KvPlacement,
     links_fingerprint,
@@ -98,6 +99,7 @@ from voltpack.policies.inference.window_sizing import (
     window_from_slots,
     window_prediction,
 )
+from voltpack.policies.schema import PowerSpec
 
 BURST_WINDOW = (
     "the burst window's requests (counted per slot, spread evenly over it, sizes drawn "
@@ -233,11 +235,15 @@ class InferenceServiceController:
         clock: Callable[[], float] = time.time,
         book: ProfileBook | None = None,
         fetch: Fetch = http_fetch,
+        power: PowerSpec | None = None,
     ) -> None:
         """`clock`: Unix seconds (rate history, plan times); `book`: the profiles to plan
         with (default: voltpack's calibrated book); `fetch`: how a replica's metrics page is
-        read (rateSource: vllm; default HTTP GET)."""
+        read (rateSource: vllm; default HTTP GET); `power`: the policy file's power spec,
+        whose `efficiency` makes low-priority services publish router weights and replica
+        phase mixes (efficiency.py; None: neither)."""
         self.fetch = fetch
+        self.efficiency = ServiceEfficiency(core, power, fetch, book) if power is not None else None
         self.counters: dict[str, CounterSlots] = {}
         """Per service with rateSource vllm: its replicas' request counts per slot."""
         self._metrics_said: dict[str, str] = {}
@@ -314,6 +320,8 @@ class InferenceServiceController:
         self._metrics_said = {k: v for k, v in self._metrics_said.items() if k in keys}
         self._kv_said = {k: v for k, v in self._kv_said.items() if k in keys}
         self.rates.keep_only(keys)
+        if self.efficiency is not None:
+            self.efficiency.keep_only(keys)
 
     def reconcile(
         self, service: dict[str, Any], pods: list[dict[str, Any]], unplaced: dict[str, str]
@@ -464,6 +472,18 @@ class InferenceServiceController:
             status["conditions"] = _with_transition_times(
                 [*status["conditions"], *extra], service, meta.get("generation"), now
             )
+        if self.efficiency is not None:
+            if reading is not None:
+                measured = None if reading.problems else reading.observed_rate_per_s
+            else:
+                try:
+                    measured = parse_observed_rate(annotations)
+                except VoltpackError:
+                    measured = None
+            self.efficiency.publish(
+                key, service, spec, current.groups if current is not None else None, live,
+                measured, status, now,
+            )  # fmt: skip
         self._write_status(service, status)
         self.figures[key] = ServiceFigures(
             cost_per_hour=current.cost_per_hour if current is not None else None,
@@ -869,12 +889,25 @@ class InferenceServiceController:
         previous = service.get("status") or {}
         if status == previous:
             return
-        body = {**{k: None for k in previous if k not in status}, **status}
+        body = merge_patch(previous, status)
         meta = service["metadata"]
         call_json(
             self.custom.patch_namespaced_custom_object_status,
             API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], {"status": body},
         )  # fmt: skip
+
+
+def merge_patch(previous: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns `previous` into `wanted`: keys it no longer has are
+    removed (null), in nested maps too (e.g. a pod gone from `routing.weights`)."""
+    body: dict[str, Any] = {k: None for k in previous if k not in wanted}
+    for key, value in wanted.items():
+        before = previous.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            body[key] = merge_patch(before, value)
+        else:
+            body[key] = value
+    return body
 
 
 def _kv_condition(kv: KvPlacement) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -41,6 +41,7 @@ SUCCESS_FAMILY = "vllm:request_success"
 """vLLM's counter of finished requests (sample `vllm:request_success_total`)."""
 RUNNING_GAUGE = "vllm:num_requests_running"
 WAITING_GAUGE = "vllm:num_requests_waiting"
+T = TypeVar("T")
 SCRAPE_WORKERS = 8
 """Replicas scraped at once (a scrape waits at most `metrics.timeoutSeconds`)."""
 
@@ -139,11 +140,18 @@ def http_fetch(url: str, timeout_s: float) -> str:
 def scrape(
     endpoints: Sequence[Endpoint], timeout_s: float, fetch: Fetch = http_fetch
 ) -> dict[str, PodSample | str]:
-    """Each endpoint's sample, or why it failed (by pod uid); never raises."""
+    """Each endpoint's request counters, or why it failed (by pod uid); never raises."""
+    return scrape_pages(endpoints, timeout_s, fetch, parse_vllm_metrics)
 
-    def one(endpoint: Endpoint) -> PodSample | str:
+
+def scrape_pages(
+    endpoints: Sequence[Endpoint], timeout_s: float, fetch: Fetch, parse: Callable[[str], T]
+) -> dict[str, T | str]:
+    """Each endpoint's page read by `parse`, or why it failed (by pod uid); never raises."""
+
+    def one(endpoint: Endpoint) -> T | str:
         try:
-            return parse_vllm_metrics(fetch(endpoint.url, timeout_s))
+            return parse(fetch(endpoint.url, timeout_s))
         except Exception as exc:  # unreachable, HTTP error, malformed: said, never raised
             return f"pod {endpoint.pod} ({endpoint.url}): {type(exc).__name__}: {exc}"[:500]
 

@@ -82,3 +82,9 @@ WORKER_RANKS_ANNOTATION = "voltpack.io/world-ranks"
 REJOIN_RANK_ANNOTATION = "voltpack.io/rejoin-rank"
 """Written by the GPUJob controller on a worker that rejoins a running elastic job: the rank it
 takes (the binder writes it as the pod's `voltpack.io/rank` instead of its position)."""
+INFERENCE_SERVICE_LABEL = "voltpack.io/inference-service"
+"""On InferenceService replica pods: the service's name (in the pod's namespace)."""
+ROUTER_WEIGHT_ANNOTATION = "voltpack.io/router-weight"
+"""On a routed InferenceService replica pod: its share of new requests in thousandths (an
+integer 0..1000, relative, as Gateway API `backendRefs[].weight` and Envoy's weighted clusters
+take them); a replica without it takes an equal share (docs/power.md)."""

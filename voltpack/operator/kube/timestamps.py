@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -26,3 +26,8 @@ def pod_start_s(pod: Mapping[str, Any]) -> float | None:
 def created_s(obj: Mapping[str, Any]) -> float | None:
     """When the API server created the object (`metadata.creationTimestamp`)."""
     return kube_time_s(obj["metadata"].get("creationTimestamp"))
+
+
+def rfc3339(seconds: float) -> str:
+    """Unix seconds as an RFC 3339 UTC time (whole seconds)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

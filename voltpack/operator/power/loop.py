@@ -59,8 +59,9 @@ from voltpack.operator.power.objects import (
     status_of,
     with_transition,
 )
+from voltpack.operator.power.phase_floors import floor_rungs
 from voltpack.perf.gpu_power import power_model_for
-from voltpack.policies.power.ladder import ActionLadder, GpuSetting
+from voltpack.policies.power.ladder import ActionLadder, GpuSetting, IntArray
 from voltpack.policies.schema import PowerSpec
 from voltpack.power.controller import DomainReport, PowerController, PowerDecision, Telemetry
 from voltpack.power.domains import PowerDomainTree
@@ -84,6 +85,8 @@ class PowerCaches:
     pods: ResourceCache
     gpunodes: ResourceCache
     budgets: ResourceCache
+    services: ResourceCache | None = None
+    """InferenceServices (their replicas' phase mixes, for the phase-aware clocks)."""
 
     def synced(self) -> bool:
         """Whether every cache has completed its first list (CRDs installed)."""
@@ -131,6 +134,7 @@ class PowerLoop:
         self._actions: Counter[tuple[str, str]] = Counter()
         self._last_valid: dict[str, PowerBudgetSpec] = {}  # by PowerBudget name
         self._arrivals = ArrivalClock()  # heartbeats by arrival on this loop's clock
+        self._phase_arrivals = ArrivalClock()  # replica phase mixes, likewise
         self._actuation_failures: dict[str, str] = {}  # GPUNode -> SettingsApplied reason
         self.forecasts = (
             ForecastPeaks(self.spec.forecast, history)
@@ -195,7 +199,7 @@ class PowerLoop:
         now_s = self.clock()
         if self.controller is not None and self._tree is not None:
             telemetry = self._telemetry(gpunodes, now_s)
-            decision = self.controller.step(now_s, telemetry)
+            decision = self.controller.step(now_s, telemetry, self._phase_floors(now_s))
             self.last_decision = decision
             self._write_settings(decision, gpunodes, hold=bool(domains.invalid))
             self._write_statuses(decision.domains, domains)
@@ -223,6 +227,21 @@ class PowerLoop:
             dict(self._actuation_failures),
         )
         return decision
+
+    def _phase_floors(self, now_s: float) -> IntArray | None:
+        """Each GPU's phase-aware clock floor (phase_floors.py); None when the policy sets no
+        phase clocks or the loop has no InferenceService cache. Unreadable or unsynced:
+        no floor (the budget's fail-safes still act)."""
+        services = self.caches.services
+        if self.spec.efficiency.phase_clocks is None or services is None:
+            return None
+        assert self.controller is not None
+        if not services.wait_synced(0):
+            return None
+        return floor_rungs(
+            self.controller.gpus, services.items(), self.caches.pods.items(), self.spec,
+            self._phase_arrivals, now_s,
+        )  # fmt: skip
 
     def _forecast_peaks_w(self) -> dict[str, float]:
         """Each domain's forecast peak now (none without forecasts)."""
