@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -186,12 +186,7 @@ def markdown(
         "| policy | servers | brakes | seconds over budget | longest over budget (allowed) "
         "| breaker heat peak (margin) | peak/budget 1 s | peak/budget 60 s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
-        _safety_row("no oversubscription", base_n, baseline.as_dict()),
-    ]
-    for name, servers, best in deployed:
-        if best is not None:
-            lines.append(_safety_row(name, servers, best))
-    lines += [
+        *_table_rows(_safety_row, base_n, baseline, deployed),
         "",
         "Energy at the deployable server count (per request: the inference servers' energy "
         "over the requests of both priorities completed within the run; per iteration: the "
@@ -200,11 +195,8 @@ def markdown(
         "| policy | servers | energy kWh | inference kWh | training kWh | requests completed "
         "| Wh per request | Wh per training iteration |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
-        _energy_row("no oversubscription", base_n, baseline.as_dict()),
+        *_table_rows(_energy_row, base_n, baseline, deployed),
     ]
-    for name, servers, best in deployed:
-        if best is not None:
-            lines.append(_energy_row(name, servers, best))
     lines += ["", "First failing server count evaluated, and what broke there:", ""]
     for result in results:
         failure = result.get("first_failure")
@@ -268,6 +260,17 @@ def parse_search(text: str | None, budget_servers: int) -> tuple[int, int] | Non
     if not budget_servers <= low < high:
         raise SystemExit(f"--search {text!r}: need {budget_servers} <= LOW < HIGH")
     return low, high
+
+
+def _table_rows(
+    row: Callable[[str, int, dict[str, Any]], str],
+    base_n: int,
+    baseline: RowOutcome,
+    deployed: list[tuple[str, int, dict[str, Any] | None]],
+) -> list[str]:
+    """One table's lines: the unmanaged row, then each policy at its deployable count."""
+    lines = [row("no oversubscription", base_n, baseline.as_dict())]
+    return lines + [row(name, servers, best) for name, servers, best in deployed if best]
 
 
 def _safety_row(name: str, servers: int, o: dict[str, Any]) -> str:
