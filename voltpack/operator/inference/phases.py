@@ -23,19 +23,16 @@ window of at least half `window_s` has no mix (the power loop then sets no floor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources.inferenceservice import InferenceServiceSpec
+from voltpack.operator.inference.vllm import RUNNING_GAUGE, family_sums, finite_counts
 from voltpack.perf.inference_profile import ServingProfile
 
 PROMPT_FAMILY = "vllm:prompt_tokens"
 GENERATION_FAMILY = "vllm:generation_tokens"
-RUNNING_GAUGE = "vllm:num_requests_running"
 MIN_WINDOW_SHARE = 0.5
 """A mix needs counters spanning at least this share of `window_s`."""
 
@@ -52,23 +49,12 @@ class TokenSample:
 def parse_token_counters(text: str) -> TokenSample:
     """The token counters of one vLLM metrics page (every series of a family summed).
     InvalidRequestError naming what is missing or unreadable."""
-    sums: dict[str, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            if family.name not in (PROMPT_FAMILY, GENERATION_FAMILY, RUNNING_GAUGE):
-                continue
-            for sample in family.samples:
-                if family.name != RUNNING_GAUGE and sample.name != family.name + "_total":
-                    continue  # e.g. the _created timestamp
-                sums[family.name] = sums.get(family.name, 0.0) + float(sample.value)
-    except ValueError as exc:
-        raise InvalidRequestError(f"not Prometheus text format: {exc}") from None
+    sums = family_sums(text, (PROMPT_FAMILY, GENERATION_FAMILY), (RUNNING_GAUGE,))
     for needed in (PROMPT_FAMILY, GENERATION_FAMILY):
         if needed not in sums:
             raise InvalidRequestError(f"no {needed}_total counter (is it a vLLM server?)")
     values = [sums[PROMPT_FAMILY], sums[GENERATION_FAMILY], sums.get(RUNNING_GAUGE, 0.0)]
-    if not all(math.isfinite(v) and v >= 0 for v in values):
-        raise InvalidRequestError(f"negative or non-finite vLLM token counters: {values}")
+    values = finite_counts(values, "vLLM token counters")
     return TokenSample(*values)
 
 

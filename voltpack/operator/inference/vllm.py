@@ -70,28 +70,43 @@ class Endpoint:
     started_s: float | None
 
 
-def parse_vllm_metrics(text: str) -> PodSample:
-    """The counters of one vLLM metrics page (Prometheus text format, every series of a
-    family summed). InvalidRequestError naming what is missing or unreadable."""
+def family_sums(
+    text: str, counters: tuple[str, ...], gauges: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """Every series of each named family of a Prometheus text page summed (a counter: its
+    `_total` samples only, not e.g. `_created`). Families absent from the page are absent
+    from the result. InvalidRequestError when the page is not Prometheus text."""
     sums: dict[str, float] = {}
     try:
         for family in text_string_to_metric_families(text):
-            if family.name not in (SUCCESS_FAMILY, RUNNING_GAUGE, WAITING_GAUGE):
+            if family.name not in counters and family.name not in gauges:
                 continue
             for sample in family.samples:
-                if family.name == SUCCESS_FAMILY and sample.name != SUCCESS_FAMILY + "_total":
-                    continue  # e.g. the _created timestamp
+                if family.name in counters and sample.name != family.name + "_total":
+                    continue
                 sums[family.name] = sums.get(family.name, 0.0) + float(sample.value)
     except ValueError as exc:
         raise InvalidRequestError(f"not Prometheus text format: {exc}") from None
+    return sums
+
+
+def finite_counts(values: list[float], what: str) -> list[float]:
+    """`values` if every one is finite and >= 0, else InvalidRequestError naming `what`."""
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise InvalidRequestError(f"negative or non-finite {what}: {values}")
+    return values
+
+
+def parse_vllm_metrics(text: str) -> PodSample:
+    """The counters of one vLLM metrics page (Prometheus text format, every series of a
+    family summed). InvalidRequestError naming what is missing or unreadable."""
+    sums = family_sums(text, (SUCCESS_FAMILY,), (RUNNING_GAUGE, WAITING_GAUGE))
     if SUCCESS_FAMILY not in sums:
         raise InvalidRequestError(
             f"no {SUCCESS_FAMILY}_total counter (is it a vLLM server, and the right port/path?)"
         )
     values = [sums[SUCCESS_FAMILY], sums.get(RUNNING_GAUGE, 0.0), sums.get(WAITING_GAUGE, 0.0)]
-    if not all(math.isfinite(v) and v >= 0 for v in values):
-        raise InvalidRequestError(f"negative or non-finite vLLM counters: {values}")
-    return PodSample(*values)
+    return PodSample(*finite_counts(values, "vLLM counters"))
 
 
 def arrivals_between(before: PodSample, after: PodSample) -> float:
