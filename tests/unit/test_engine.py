@@ -114,7 +114,9 @@ def test_pending_pod_is_placed_after_a_departure() -> None:
         ("waiter", False),
         ("waiter", True),
     ]
-    assert "0/1 nodes fit pod waiter" in decisions[1].reason
+    assert decisions[1].reason.startswith(
+        "0/1 nodes are available: 1 node(s) didn't have 1 free GPU(s)."
+    )
     assert recorder.steps == [
         (0.0, ARRIVAL, "holder", True, [0]),
         (1.0, ARRIVAL, "waiter", False, [0]),

@@ -21,7 +21,7 @@ from tests.unit.builders import (
 from voltpack.model import Pod, PodGroup
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy, strategy_names
-from voltpack.scheduler.filter import describe_request, filter_nodes
+from voltpack.scheduler.filter import GPU_MODEL_REASON, describe_request, filter_nodes
 from voltpack.scheduler.placement import Scheduler
 
 RNG_SEED = 7
@@ -94,7 +94,7 @@ def test_node_without_gpus_never_matches_a_model_constraint() -> None:
     pod = share_pod(models=["T4"])
     assert feasible(snapshot, pod) == ["t4"]
     result = filter_nodes(snapshot, pod)
-    assert result.rejected_by["gpu-model"] == 1
+    assert result.rejected_by[GPU_MODEL_REASON] == 1
 
 
 def test_cpu_only_pod_fits_gpu_less_nodes_and_ignores_models() -> None:
@@ -113,7 +113,12 @@ def test_filter_counts_each_node_under_its_first_failing_filter() -> None:
         gpu_node("fits", 4, "A10"),
     )
     result = filter_nodes(snapshot, whole_pod(count=2, cpu=1000, memory=1024, models=["A10"]))
-    assert result.rejected_by == {"gpu-model": 1, "cpu": 1, "memory": 1, "gpu": 1}
+    assert result.rejected_by == {
+        GPU_MODEL_REASON: 1,
+        "Insufficient cpu": 1,
+        "Insufficient memory": 1,
+        "node(s) didn't have 2 free GPU(s)": 1,
+    }
     assert result.feasible.tolist() == [False, False, False, False, True]
     assert result.feasible_count == 1
 
@@ -121,7 +126,7 @@ def test_filter_counts_each_node_under_its_first_failing_filter() -> None:
 def test_cpu_only_pod_is_not_filtered_on_gpus() -> None:
     snapshot = snapshot_of(gpu_node("full", 1, gpu_free=[0]))
     result = filter_nodes(snapshot, cpu_pod())
-    assert "gpu" not in result.rejected_by
+    assert not result.rejected_by
     assert result.feasible_count == 1
 
 
@@ -154,10 +159,10 @@ def test_rejection_reason_names_the_counts() -> None:
     assert not decision.placed
     assert decision.subject == "hungry"
     assert decision.placements == ()
-    assert decision.reason.startswith("0/4 nodes fit pod hungry (1000m CPU, 1024 MiB, 400 milli")
-    assert "1 lack CPU" in decision.reason
-    assert "3 lack free GPUs" in decision.reason
-    assert "memory" not in decision.reason
+    assert decision.reason == (
+        "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't have a GPU with 400 "
+        "milli-GPU free. Pod hungry asks for 1000m CPU, 1024 MiB, 400 milli of 1 GPU."
+    )
     assert_state_equal(snapshot, before)
 
 
@@ -167,8 +172,9 @@ def test_rejection_reason_names_model_mismatch() -> None:
         snapshot, whole_pod("picky", models=["H100"]), rng()
     )
     assert not decision.placed
-    assert "0/3 nodes fit" in decision.reason
-    assert "3 have another GPU model" in decision.reason
+    assert decision.reason.startswith(
+        "0/3 nodes are available: 3 node(s) didn't have the requested GPU model."
+    )
 
 
 def test_rejection_on_an_empty_cluster() -> None:

@@ -13,7 +13,7 @@ from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout, HostNic, NicDistance
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.policies.registry import make_strategy
-from voltpack.scheduler.filter import explain_rejection, filter_nodes
+from voltpack.scheduler.filter import explain_rejection, filter_nodes, nic_reason
 from voltpack.scheduler.nic_allocation import choose_gpus_and_nic, set_distance
 from voltpack.scheduler.placement import Scheduler
 
@@ -182,21 +182,21 @@ def test_filter_needs_an_rdma_nic_with_the_share_free() -> None:
     snapshot = ClusterSnapshot.from_nodes(nodes)
     result = filter_nodes(snapshot, rdma_pod(share=60))
     assert result.feasible.tolist() == [False, True, False]
-    assert result.rejected_by["nic"] == 2
+    assert result.rejected_by[nic_reason(rdma_pod(share=60))] == 2
 
 
 def test_rejection_reason_names_the_missing_nic_bandwidth() -> None:
     snapshot = ClusterSnapshot.from_nodes([nic_node("n", nic_free=(50, 40, 100))])
     pod = rdma_pod(share=60)
     reason = explain_rejection(snapshot, pod, filter_nodes(snapshot, pod))
-    assert "1 lack an RDMA NIC with 60% of its bandwidth free" in reason
+    assert "1 node(s) didn't have an RDMA NIC with 60% of its bandwidth free" in reason
     assert "60% of one RDMA NIC" in reason
 
 
 def test_pods_without_rdma_share_are_not_filtered_on_nics() -> None:
     snapshot = ClusterSnapshot.from_nodes([gpu_node("bare", 8)])
     result = filter_nodes(snapshot, rdma_pod(share=0))
-    assert "nic" not in result.rejected_by
+    assert not result.rejected_by
     assert result.feasible.tolist() == [True]
 
 
@@ -293,7 +293,7 @@ def test_rolled_back_gang_gives_the_nic_shares_back() -> None:
     )
     assert not decision.placed
     assert snapshot.nic_free_pct.tolist() == before.tolist()
-    assert "lack an RDMA NIC with 60%" in decision.reason
+    assert "didn't have an RDMA NIC with 60%" in decision.reason
 
 
 def test_allowed_mask_excludes_nodes_and_says_so() -> None:
@@ -307,7 +307,7 @@ def test_allowed_mask_excludes_nodes_and_says_so() -> None:
     )
     decision = scheduler.schedule_pod(snapshot, rdma_pod("y"), rng, allowed=np.zeros(2, bool))
     assert not decision.placed
-    assert "2 are excluded by a placement constraint" in decision.reason
+    assert "2 node(s) were excluded by a placement constraint" in decision.reason
 
 
 @pytest.mark.parametrize("strategy", ["best-fit", "fgd", "random", "gpu-packing"])

@@ -273,7 +273,7 @@ def test_unplaceable_instances_are_counted_with_a_reason() -> None:
     demand = [instance("a", 25), instance("b", 25)]
     figures = pack_role("HN", demand, [hn_shape(nics=0, max_nodes=1)], "joint")
     assert figures.placed == 0
-    assert "lack an RDMA NIC with 25%" in figures.unplaced_examples[0]
+    assert "didn't have an RDMA NIC with 25%" in figures.unplaced_examples[0]
 
 
 def test_a_role_without_a_shape_is_an_error() -> None:

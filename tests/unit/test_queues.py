@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from tests.unit.builders import gpu_node, scheduler_for, snapshot_of, whole_pod
+from tests.unit.builders import (
+    cpu_node,
+    cpu_pod,
+    gpu_node,
+    scheduler_for,
+    snapshot_of,
+    whole_pod,
+)
 from voltpack.model import PodGroup, PolicyError
+from voltpack.model.constraints.pod_constraints import PodConstraints
 from voltpack.model.resources import QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.work import RunningGang
@@ -331,3 +339,91 @@ def test_a_gang_is_evicted_whole_even_across_nodes() -> None:
     plan = cycle(snapshot, specs, [PendingGang(gang("b", 1, gpus=2), "b")], running)
     assert [e.gang.name for e in plan.evictions] == ["wide"]
     assert int((snapshot.gpu_free_milli == 1000).sum()) == 6  # all 8 freed, 2 taken by b
+
+
+# --- kube-scheduler's rule: any lower-priority pod, any resource ------------------------------
+
+KUBE_RULES = PreemptionRules(min_runtime_s=0.0, any_lower_priority=True)
+
+
+def cpu_running(snapshot: ClusterSnapshot, name: str, cpu: int, priority: int) -> RunningGang:
+    """A one-pod CPU-only gang placed on the snapshot's only node."""
+    pod = cpu_pod(name, cpu=cpu, memory=1)
+    snapshot.allocate(0, pod, ())
+    return RunningGang(name, DEFAULT_QUEUE, priority, False, 0.0, ((pod, 0, ()),))
+
+
+def test_with_kube_rules_any_lower_priority_gang_of_the_queue_is_a_victim() -> None:
+    snapshot = snapshot_of(gpu_node("n", 4, "A100"))
+    running = [run(snapshot, "batch", "q", 4, priority=1, preemptible=False)]
+    vip = [PendingGang(gang("vip", 2), "q", priority=5)]
+    assert cycle(snapshot, {"q": queue()}, vip, running).evictions == []  # voltpack's rule
+    plan = cycle(snapshot, {"q": queue()}, vip, running, rules=KUBE_RULES)
+    assert outcome(plan) == {"vip": True}
+    assert [e.gang.name for e in plan.evictions] == ["batch"]
+    assert "priority: 5 over 1 in queue q" in plan.evictions[0].reason
+
+
+def test_with_kube_rules_a_cpu_pod_preempts_the_fewest_lowest_priority_pods() -> None:
+    # kubernetes test/e2e/scheduling/preemption.go, "runs ReplicaSets to verify preemption
+    # running path": 1000 units, pods of 200 (p1), 300 (p2), 450 (p3); a 500 (p4) preemptor
+    # evicts p1 and p2, never p3
+    def setup() -> tuple[ClusterSnapshot, list[RunningGang]]:
+        snapshot = snapshot_of(cpu_node("n", cpu=1000))
+        sizes = [("pod1", 200, 1), ("pod2", 300, 2), ("pod3", 450, 3)]
+        return snapshot, [cpu_running(snapshot, n, cpu, p) for n, cpu, p in sizes]
+
+    preemptor = PodGroup(name="pod4", pods=(cpu_pod("pod4", cpu=500, memory=1),), min_member=1)
+    pending = [PendingGang(preemptor, DEFAULT_QUEUE, priority=4)]
+    snapshot, running = setup()
+    kept = cycle(snapshot, {DEFAULT_QUEUE: queue()}, pending, running)
+    assert outcome(kept) == {"pod4": False} and kept.evictions == []  # voltpack's rule
+    snapshot, running = setup()
+    plan = cycle(snapshot, {DEFAULT_QUEUE: queue()}, pending, running, rules=KUBE_RULES)
+    assert outcome(plan) == {"pod4": True}
+    assert sorted(e.gang.name for e in plan.evictions) == ["pod1", "pod2"]
+    assert all(" on " not in e.reason for e in plan.evictions)  # no GPU model in the reason
+
+
+def test_a_pod_with_preemption_policy_never_waits_and_says_so() -> None:
+    snapshot = snapshot_of(cpu_node("n", cpu=1000))
+    running = [cpu_running(snapshot, "low", 1000, 0)]
+    pod = cpu_pod("polite", cpu=500, memory=1).model_copy(
+        update={"constraints": PodConstraints(never_preempts=True)}
+    )
+    pending = [PendingGang(PodGroup(name="polite", pods=(pod,), min_member=1), DEFAULT_QUEUE, 9)]
+    plan = cycle(snapshot, {DEFAULT_QUEUE: queue()}, pending, running, rules=KUBE_RULES)
+    assert plan.evictions == [] and outcome(plan) == {"polite": False}
+    assert plan.decisions[0].reason.endswith("no preemption: preemptionPolicy is Never")
+
+
+def test_a_gang_nominated_by_preemption_is_placed_before_other_queues_take_its_room() -> None:
+    """What the victims freed goes to the gang nominated for it, though fair share would serve
+    the other queue first (its share is smaller)."""
+    specs = {"big": queue(), "small": queue()}
+    snapshot = snapshot_of(gpu_node("a", 8, "A100"))
+    running = [run(snapshot, "held", "big", 4)]  # big holds 4 of 8: the larger share
+    nominee = gang("vip", 4)
+    nominee = nominee.model_copy(
+        update={
+            "pods": tuple(
+                p.model_copy(update={"constraints": PodConstraints(nominated_node="a")})
+                for p in nominee.pods
+            )
+        }
+    )
+    pending = [
+        PendingGang(gang("newcomer", 4), "small", arrival=0),
+        PendingGang(nominee, "big", priority=5, arrival=1),
+    ]
+    plan = cycle(snapshot, specs, pending, running)
+    assert [d.subject for d in plan.decisions] == ["vip", "newcomer"]
+    assert outcome(plan) == {"vip": True, "newcomer": False}
+    unnominated = snapshot_of(gpu_node("a", 8, "A100"))
+    without = cycle(
+        unnominated,
+        specs,
+        [pending[0], PendingGang(gang("vip", 4), "big", priority=5, arrival=1)],
+        [run(unnominated, "held", "big", 4)],
+    )
+    assert outcome(without) == {"newcomer": True, "vip": False}  # fair share's order

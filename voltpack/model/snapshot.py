@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voltpack.model.cluster import MILLI_PER_GPU, NIC_PERCENT, Gpu, Node
+from voltpack.model.constraints.node_rules import NodeRules
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout
 from voltpack.model.power_headroom import PowerHeadroom
@@ -68,6 +69,9 @@ class ClusterSnapshot:
     """Per node and NIC slot: the NIC does RDMA (InfiniBand or RoCE)."""
     nic_free_pct: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     """Per node and NIC slot: percent of the NIC's bandwidth still free (0 for absent slots)."""
+    rules: NodeRules | None = None
+    """What kube-scheduler's filters read of the nodes (labels, taints, cordons, every
+    resource, ports, placed pods' labels), when the nodes come from Kubernetes; None: none."""
     _index_by_name: dict[str, int] | None = field(default=None, repr=False, compare=False)
     journal: list[JournalEntry] | None = field(default=None, repr=False, compare=False)
     """While a statement is open (`scheduler/statement.py`): every allocate (+1) and release
@@ -204,6 +208,7 @@ class ClusterSnapshot:
             nic_present=self.nic_present,
             nic_rdma=self.nic_rdma,
             nic_free_pct=self.nic_free_pct.copy(),
+            rules=self.rules.copy() if self.rules is not None else None,
             row_version=self.row_version.copy(),
         )
 
@@ -242,6 +247,8 @@ class ClusterSnapshot:
             self.gpu_free_milli[node, gpu] -= pod.gpu_milli
         if nics:
             self.nic_free_pct[node, nics] -= pod.rdma_percent
+        if self.rules is not None:
+            self.rules.take(node, pod.name, pod.resources, pod.constraints)
         self.row_version[node] += 1
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
@@ -275,6 +282,8 @@ class ClusterSnapshot:
         self.gpu_free_milli[node, gpus] += pod.gpu_milli
         if nics:
             self.nic_free_pct[node, nics] += pod.rdma_percent
+        if self.rules is not None:
+            self.rules.take(node, pod.name, pod.resources, pod.constraints, sign=-1)
         self.row_version[node] += 1
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1

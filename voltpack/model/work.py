@@ -20,6 +20,8 @@ class PendingWork:
 
     groups: list[PodGroup] = field(default_factory=list)
     held: dict[str, str] = field(default_factory=dict)
+    gated: set[str] = field(default_factory=set)
+    """Held pods that have scheduling gates (kube-scheduler's `SchedulingGated`)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,9 @@ class RunningGang:
     min_pods: int | None = None
     """Elastic: the fewest pods it runs with; preemption may shrink it to that many (giving up
     its last pods) instead of evicting it. None: evicted whole."""
+    budget_violations: int = 0
+    """Pods of the gang whose eviction would take a PodDisruptionBudget below what it allows:
+    preemption picks gangs without violations first, as kube-scheduler does."""
 
     def shed(self) -> RunningGang | None:
         """The part of an elastic gang preemption may take (its pods beyond `min_pods`, the

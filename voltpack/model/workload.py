@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from voltpack.model.cluster import MILLI_PER_GPU
+from voltpack.model.constraints.pod_constraints import PodConstraints
 from voltpack.model.topology_request import TopologyRequest
 
 
@@ -28,6 +29,9 @@ class Pod(BaseModel):
     share (0..100) of the bandwidth of ONE RDMA NIC (InfiniBand or RoCE) on the pod's node, as
     `voltpack.io/rdma-percent` asks; 0 asks for no NIC. `nodes`, when set, are the only nodes
     the pod may run on (e.g. those where its ResourceClaims' devices can be allocated).
+    `resources` are the other resources kube-scheduler's NodeResourcesFit counts (memory and
+    ephemeral-storage in bytes, hugepages, extended resources, the GPU resource too), by name;
+    `constraints` what of its spec narrows or orders the nodes (None: nothing does).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -44,6 +48,8 @@ class Pod(BaseModel):
     creation_time_s: float = 0.0
     deletion_time_s: float | None = None
     nodes: frozenset[str] | None = None
+    resources: tuple[tuple[str, int], ...] = ()
+    constraints: PodConstraints | None = None
 
     @model_validator(mode="wrap")
     @classmethod

@@ -21,6 +21,7 @@ from voltpack.policies.power.consolidation import ConsolidationParams
 from voltpack.policies.power.ladder import ActionLadder
 from voltpack.policies.power.phase_clocks import PhaseClockParams
 from voltpack.policies.power.registry import make_power_policy
+from voltpack.policies.preference_weights import PreferenceWeights
 from voltpack.policies.registry import describe_validation_errors, make_strategy, strategy_names
 
 API_VERSION = "voltpack.io/v1alpha1"
@@ -51,6 +52,10 @@ class ScoringSpec(_Strict):
     strategy: str = Field(description="a strategy name; `voltpack policy strategies` lists them")
     params: dict[str, Any] = Field(
         default_factory=dict, description="the strategy's own parameters, validated by it"
+    )
+    preferences: PreferenceWeights = Field(
+        default_factory=PreferenceWeights,
+        description="weights of the pods' soft constraints (preferred affinity, spread, taints)",
     )
 
 
@@ -196,6 +201,15 @@ class QueueingSpec(_Strict):
     )
     priority_preemption: bool = Field(
         default=True, description="gangs preempt lower-priority preemptible gangs of their queue"
+    )
+    priority_victims: Literal["preemptible", "any"] = Field(
+        default="preemptible",
+        description=(
+            "which lower-priority running pods of its queue a pending pod may preempt: only "
+            "gangs annotated voltpack.io/preemptible=true, and only for GPUs (preemptible); or "
+            "any pod, for any resource, as kube-scheduler does (any: set it when voltpack "
+            "replaces kube-scheduler; pods with preemptionPolicy Never never preempt)"
+        ),
     )
 
 

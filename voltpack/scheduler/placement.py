@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from voltpack.model.decision import Decision, Placement
 from voltpack.model.snapshot import BoolArray, ClusterSnapshot, IntArray
 from voltpack.model.workload import Pod, PodGroup
+from voltpack.policies.preference_weights import PreferenceWeights
 from voltpack.policies.strategy import ScoringStrategy
-from voltpack.scheduler.filter import FilterResult, explain_rejection, filter_nodes
+from voltpack.scheduler.constraints.preferences import combined, preference_scores
+from voltpack.scheduler.filter import (
+    explain_rejection,
+    filter_nodes,
+)
 from voltpack.scheduler.gang_topology import TopologyPlacement
 from voltpack.scheduler.nic_allocation import choose_on_snapshot
 from voltpack.scheduler.statement import Statement
@@ -29,6 +34,8 @@ class Scheduler:
     tie_break_rank: IntArray
     topology: TopologyPlacement | None = None
     """Places gangs with a topology request as one unit; without it, they go pod by pod."""
+    preferences: PreferenceWeights = field(default_factory=PreferenceWeights)
+    """Weights of the soft constraints beside the packing score (nodes with rules only)."""
 
     @classmethod
     def with_random_ranks(
@@ -111,11 +118,7 @@ class Scheduler:
     ) -> Decision:
         result = filter_nodes(snapshot, pod)
         if allowed is not None:
-            excluded = result.feasible & ~allowed
-            result = FilterResult(
-                feasible=result.feasible & allowed,
-                rejected_by={**result.rejected_by, "excluded": int(excluded.sum())},
-            )
+            result = result.excluding(allowed)
         candidates = np.flatnonzero(result.feasible)
         if candidates.size == 0:
             return Decision(
@@ -142,6 +145,15 @@ class Scheduler:
         candidates: IntArray,
         rng: np.random.Generator,
     ) -> tuple[int, str]:
+        nominated = pod.constraints.nominated_node if pod.constraints is not None else None
+        if nominated is not None and candidates.size > 1:
+            try:
+                row = snapshot.node_index(nominated)
+            except KeyError:
+                row = -1
+            if bool((candidates == row).any()):
+                # kube-scheduler tries the node preemption freed for the pod first
+                return row, "its nominated node (freed for it by preemption)"
         prefix = ""
         power = snapshot.power
         if power is not None and candidates.size > 1 and power.is_high_priority(pod):
@@ -165,13 +177,20 @@ class Scheduler:
         if candidates.size == 1:
             return int(candidates[0]), "the only feasible node"
         scores = self.strategy.score(snapshot, pod, candidates, rng)
+        label = f"{self.strategy.name} score"
+        rules = snapshot.rules
+        preferred = (
+            preference_scores(rules, pod, candidates, self.preferences)
+            if rules is not None
+            else None
+        )
+        if preferred is not None:
+            scores = combined(scores, preferred, self.preferences)
+            label = f"{self.strategy.name} with the pod's preferences, score"
         best_score = scores.max()
         best = candidates[scores == best_score]
         node = int(best[np.argmin(self.tie_break_rank[best])])
-        why = (
-            f"{self.strategy.name} score {float(best_score):.4g}, best of {candidates.size} "
-            "feasible nodes"
-        )
+        why = f"{label} {float(best_score):.4g}, best of {candidates.size} feasible nodes"
         if best.size > 1:
             why += f" ({best.size} tied, won on rank)"
         return node, why

@@ -6,10 +6,13 @@ two queues cannot take GPUs back and forth every cycle):
 - *reclaim*: the pending gang stays within its queue's guarantee on a GPU model, and the
   victim's queue borrows (its usage is above its guarantee) below the two queues' lowest common
   ancestor: a queue never loses GPUs within its guarantee to another queue;
-- *priority*: the victim is preemptible, in the same queue, with a lower priority.
+- *priority*: the victim is in the same queue, with a lower priority, and preemptible
+  (annotated so; or any pod, for any resource, with `any_lower_priority`, as kube-scheduler
+  preempts: then gangs that ask for no GPU preempt as well).
 
-Victims are tried greedily (reclaim before priority, preemptible before not, lowest priority,
-most recently started), each set checked by placing the gang with
+Victims are tried greedily (reclaim before priority, those whose eviction a PodDisruptionBudget
+allows before those it does not, preemptible before not, lowest priority, most recently
+started), each set checked by placing the gang with
 the victims' pods released (inside the session's statement, rolled back to a checkpoint);
 then every victim the gang can do without is dropped again.
 An elastic victim (`min_pods`) is first only shrunk to its minimum (its last pods evicted);
@@ -29,6 +32,7 @@ from voltpack.model.decision import Decision
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.work import Eviction, GpuAmounts, RunningGang, gpus_by_model
 from voltpack.model.workload import Pod, PodGroup
+from voltpack.policies.schema import QueueingSpec
 from voltpack.scheduler.placement import Scheduler
 from voltpack.scheduler.queues import QueueUsage, borrowing, exceeded
 from voltpack.scheduler.statement import Statement
@@ -51,6 +55,19 @@ class PreemptionRules:
     min_runtime_s: float = 60.0
     reclaim: bool = True
     priority_preemption: bool = True
+    any_lower_priority: bool = False
+    """Priority preemption may take any lower-priority pod of the queue (kube-scheduler's
+    rule), not only gangs annotated preemptible, and frees any resource, not only GPUs."""
+
+    @classmethod
+    def of(cls, queueing: QueueingSpec) -> PreemptionRules:
+        """The rules a policy file's `spec.queueing` sets."""
+        return cls(
+            queueing.min_runtime_s,
+            queueing.reclaim,
+            queueing.priority_preemption,
+            queueing.priority_victims == "any",
+        )
 
 
 class VictimPool:
@@ -79,20 +96,22 @@ class VictimPool:
         usage: QueueUsage,
         gang_queue: str,
         gang_priority: int,
-        model: str,
+        model: str | None,
         amount_gpus: float,
         rules: PreemptionRules,
     ) -> Iterator[RunningGang]:
-        """Gangs whose queue could give GPUs up to this gang (each still checked one by one)."""
+        """Gangs whose queue could give GPUs (or, with no `model`, other resources) up to this
+        gang (each still checked one by one)."""
         tree = usage.tree
         for queue, gangs in self.by_queue.items():
             if queue == gang_queue:
                 if rules.priority_preemption:
-                    for gang in self.preemptible.get(queue, []):
+                    lower = gangs if rules.any_lower_priority else self.preemptible.get(queue, [])
+                    for gang in lower:
                         if gang.priority < gang_priority:
                             yield gang
                 continue
-            if not rules.reclaim or not gangs:
+            if not rules.reclaim or not gangs or model is None:
                 continue
             mine = tree.below_common_ancestor(gang_queue, queue)
             if exceeded(usage, mine, model, amount_gpus, "guaranteed") is not None:
@@ -107,14 +126,15 @@ def _candidate_reason(
     gang_queue: str,
     gang_priority: int,
     victim: RunningGang,
-    model: str,
+    model: str | None,
     amount_gpus: float,
     victim_models: Sequence[str],
     rules: PreemptionRules,
 ) -> tuple[int, str] | None:
-    """(0 for reclaim, 1 for priority, the reason) if `victim` may make room, else None."""
+    """(0 for reclaim, 1 for priority, the reason) if `victim` may make room, else None.
+    Reclaim is of GPUs: a gang that asks for none (`model` None) may only preempt."""
     tree = usage.tree
-    if rules.reclaim and victim.queue != gang_queue:
+    if rules.reclaim and victim.queue != gang_queue and model is not None:
         mine = tree.below_common_ancestor(gang_queue, victim.queue)
         theirs = tree.below_common_ancestor(victim.queue, gang_queue)
         if exceeded(usage, mine, model, amount_gpus, "guaranteed") is None:
@@ -124,12 +144,11 @@ def _candidate_reason(
     if (
         rules.priority_preemption
         and victim.queue == gang_queue
-        and victim.preemptible
+        and (victim.preemptible or rules.any_lower_priority)
         and victim.priority < gang_priority
     ):
-        return 1, (
-            f"priority: {gang_priority} over {victim.priority} (preemptible) in queue {gang_queue}"
-        )
+        marked = " (preemptible)" if victim.preemptible else ""
+        return 1, f"priority: {gang_priority} over {victim.priority}{marked} in queue {gang_queue}"
     return None
 
 
@@ -139,26 +158,30 @@ def find_victims(
     group: PodGroup,
     gang_queue: str,
     gang_priority: int,
-    model: str,
+    model: str | None,
     running: VictimPool,
     usage: QueueUsage,
     now_s: float,
     rules: PreemptionRules,
     rng: np.random.Generator,
 ) -> tuple[PreemptionPlan | None, str]:
-    """The fewest victims (greedy, then pruned) that let `group` fit on GPU model `model`.
+    """The fewest victims (greedy, then pruned) that let `group` fit on GPU model `model`
+    (None: a gang that asks for no GPU, which only `any_lower_priority` lets preempt).
 
-    `group`'s pods must already be restricted to `model`. Each set of victims is tried inside
+    `group`'s pods must already be restricted to `model`. A victim must hold GPUs of `model`,
+    unless `any_lower_priority`, where any lower-priority pod may be in the way (its CPU, its
+    ports, its anti-affinity), as kube-scheduler counts them. Each set of victims is tried inside
     `statement` and rolled back to a checkpoint (the snapshot is never copied). Returns
     (plan, "") or (None, why not).
     """
     snapshot = statement.snapshot
     amount_gpus = sum(p.gpu_request_milli for p in group.pods) / MILLI_PER_GPU
-    candidates: list[tuple[tuple[int, int, int, float, str], RunningGang, str]] = []
+    candidates: list[tuple[tuple[int, int, int, int, float, str], RunningGang, str]] = []
     too_young = 0
+    on_model = f" on {model}" if model is not None else ""
     for victim in running.plausible(usage, gang_queue, gang_priority, model, amount_gpus, rules):
         victim_models = sorted(running.models[victim.name])
-        if model not in victim_models:
+        if model not in victim_models and not rules.any_lower_priority:
             continue
         found = _candidate_reason(
             usage, gang_queue, gang_priority, victim, model, amount_gpus, victim_models, rules
@@ -170,14 +193,21 @@ def find_victims(
             continue
         kind, reason = found
         started = victim.started_s if victim.started_s is not None else now_s
-        key = (kind, int(not victim.preemptible), victim.priority, -started, victim.name)
+        key = (
+            kind,
+            victim.budget_violations,
+            int(not victim.preemptible),
+            victim.priority,
+            -started,
+            victim.name,
+        )
         candidates.append((key, victim, reason))
     candidates.sort(key=lambda item: item[0])
     young = (
         f" ({too_young} ran less than the minimum {rules.min_runtime_s:g} s)" if too_young else ""
     )
     if not candidates:
-        return None, f"no gang may be preempted for it on {model}{young}"
+        return None, f"no gang may be preempted for it{on_model}{young}"
 
     def attempt(victims: Sequence[RunningGang]) -> Decision | None:
         return _placement_without(scheduler, statement, group, victims, usage, gang_queue, rng)
@@ -190,7 +220,7 @@ def find_victims(
     result = result or _fewest(candidates, attempt, usage, gang_queue, snapshot)
     if result is None:
         return None, (
-            f"evicting all {len(candidates)} gangs that may be preempted on {model} would not "
+            f"evicting all {len(candidates)} gangs that may be preempted{on_model} would not "
             f"make room{young}"
         )
     chosen, decision = result
@@ -209,7 +239,7 @@ def find_victims(
             reason=(
                 f"gang {victim.name} (queue {victim.queue}, priority {victim.priority}) "
                 f"{what(victim)} for gang {group.name} (queue {gang_queue}, priority "
-                f"{gang_priority}) on {model}: {reason}"
+                f"{gang_priority}){on_model}: {reason}"
             ),
             shrink=victim is not whole[victim.name],
             kind="reclaim" if reason.startswith("reclaim") else "priority",

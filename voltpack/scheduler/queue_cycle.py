@@ -50,6 +50,9 @@ class PendingGang:
     model_choice: ModelChoice | None = None
     """The allocation's order of GPU models (heterogeneity-aware training): each is tried
     alone, in order, before the gang's other accepted models."""
+    awaiting_victims: str | None = None
+    """Why the gang may not preempt now: the pods it preempted before still terminate on its
+    nominated nodes (kube-scheduler's `PodEligibleToPreemptOthers`). None: it may."""
 
     @property
     def gpus(self) -> float:
@@ -156,6 +159,17 @@ def schedule_queues(
     }
     unplaced: list[PendingGang] = []
     step = _Step(scheduler, statement, tree, usage, victims, rules, now_s, rng, reserve)
+
+    def attempt(gang: PendingGang) -> None:
+        if before_each is not None:
+            before_each(gang)
+        decision = step.decide(gang, plan, held_by_limit)
+        plan.decisions.append(decision)
+        if not decision.placed:
+            unplaced.append(gang)
+
+    for gang in _nominated_first(queued, ordering):
+        attempt(gang)
     while queued:
 
         def rank(queue: str) -> tuple[tuple[float, ...], tuple[int, ...], str]:
@@ -170,15 +184,34 @@ def schedule_queues(
         gang = queued[queue].popleft()
         if not queued[queue]:
             del queued[queue]
-        if before_each is not None:
-            before_each(gang)
-        decision = step.decide(gang, plan, held_by_limit)
-        plan.decisions.append(decision)
-        if not decision.placed:
-            unplaced.append(gang)
+        attempt(gang)
     statement.commit()
     plan.reports = _reports(tree, usage, unplaced, held_by_limit)
     return plan
+
+
+def _nominated_first(
+    queued: dict[str, deque[PendingGang]], ordering: QueueOrdering
+) -> list[PendingGang]:
+    """The gangs an earlier cycle's preemption nominated to nodes (a pod with
+    `status.nominatedNodeName`), taken out of `queued`, highest priority first: they are tried
+    before every other gang, so what their victims freed is not taken by a gang of another
+    queue that fair share happens to serve first (kube-scheduler counts a nominated pod on its
+    node for every pod of lower or equal priority; here for every pod)."""
+    nominated = [
+        gang
+        for gangs in queued.values()
+        for gang in gangs
+        if any(p.constraints is not None and p.constraints.nominated_node for p in gang.group.pods)
+    ]
+    if not nominated:
+        return []
+    names = {gang.group.name for gang in nominated}
+    for queue in list(queued):
+        queued[queue] = deque(g for g in queued[queue] if g.group.name not in names)
+        if not queued[queue]:
+            del queued[queue]
+    return sorted(nominated, key=lambda g: (ordering.gang_key(g.priority, g.arrival), g.group.name))
 
 
 @dataclass
@@ -227,8 +260,20 @@ class _Step:
         if decision.placed:
             self._record(gang, trial_group, decision, plan)
             return decision
-        if not needs_gpus or not (self.rules.reclaim or self.rules.priority_preemption):
+        if not (self.rules.reclaim or self.rules.priority_preemption):
             return decision
+        if not needs_gpus and not (
+            self.rules.priority_preemption and self.rules.any_lower_priority
+        ):
+            return decision  # voltpack's queues account GPUs: only kube's rule frees the rest
+        if any(p.constraints is not None and p.constraints.never_preempts for p in group.pods):
+            return decision.model_copy(
+                update={"reason": f"{decision.reason}; no preemption: preemptionPolicy is Never"}
+            )
+        if gang.awaiting_victims is not None:
+            return decision.model_copy(
+                update={"reason": f"{decision.reason}; no preemption: {gang.awaiting_victims}"}
+            )
         return self._preempt(gang, decision, allowed, plan)
 
     def _placed_and_reserved(self, group: PodGroup) -> Decision:
@@ -271,8 +316,11 @@ class _Step:
         snapshot, usage, statement = self.statement.snapshot, self.usage, self.statement
         group, chain = gang.group, self.tree.chain(gang.queue)
         reasons = []
-        for model in _guaranteed_first(usage, chain, allowed, gang.gpus):
-            one_model = restricted(group, [model])
+        models: list[str | None] = (
+            list(_guaranteed_first(usage, chain, allowed, gang.gpus)) if gang.gpus > 0 else [None]
+        )
+        for model in models:
+            one_model = restricted(group, [model]) if model is not None else group
             found, why = find_victims(
                 self.scheduler, statement, one_model, gang.queue, gang.priority, model,
                 self.victims, usage, self.now_s, self.rules, self.rng,
@@ -290,7 +338,8 @@ class _Step:
             refused = self.reserve(found.decision) if self.reserve is not None else None
             if refused is not None:
                 statement.rollback(to=mark)
-                reasons.append(f"on {model} after preemption: {refused}")
+                where = f"on {model} " if model is not None else ""
+                reasons.append(f"{where}after preemption: {refused}")
                 continue
             for eviction in found.evictions:
                 usage.add(eviction.gang.queue, eviction.gang.gpus_by_model(snapshot), sign=-1.0)

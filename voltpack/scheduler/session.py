@@ -69,6 +69,8 @@ class SessionQueues:
     now_s: float = 0.0
     model_choices: dict[str, ModelChoice] = field(default_factory=dict)
     """Gang name -> the allocation's order of GPU models (heterogeneity-aware training)."""
+    awaiting_victims: dict[str, str] = field(default_factory=dict)
+    """Gang name -> why it waits for its earlier victims to terminate instead of preempting."""
 
 
 @dataclass
@@ -119,7 +121,8 @@ def decide(
         queue, preemptible = context.gangs.get(group.name, (DEFAULT_QUEUE, False))
         priority = max(pod.priority for pod in group.pods)
         choice = context.model_choices.get(group.name)
-        pending.append(PendingGang(group, queue, priority, arrival, preemptible, choice))
+        awaiting = context.awaiting_victims.get(group.name)
+        pending.append(PendingGang(group, queue, priority, arrival, preemptible, choice, awaiting))
 
     def observe(gang: PendingGang) -> None:
         for pod in gang.group.pods:

@@ -160,9 +160,7 @@ class QueueSimulator:
         self.nodes = sorted(nodes, key=lambda n: n.name)  # the operator's snapshot order
         self.tree = QueueTree.build(dict(queues))
         queueing = policy.spec.queueing
-        self.rules = PreemptionRules(
-            queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
-        )
+        self.rules = PreemptionRules.of(queueing)
         self.ordering = make_ordering(queueing.ordering, queueing.params)
         strategy = make_strategy(policy.spec.scoring.strategy, policy.spec.scoring.params)
         self.scheduler = Scheduler.with_random_ranks(
