@@ -67,6 +67,12 @@ FGD paper's baselines, the paper's FGD, and voltpack's shipped default (`fgd`) b
 
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "policies" / "examples"
+SCHEDULER_NAME_HELP = (
+    "a schedulerName voltpack serves: the operator places its pods, the API counts them as "
+    "voltpack's (repeatable; default: voltpack). Give '--scheduler-name voltpack "
+    "--scheduler-name default-scheduler' to replace kube-scheduler"
+)
+"""Help of `--scheduler-name`, the same for `voltpack operator` and `voltpack api`."""
 _ORDERS: dict[str, ArrivalOrder] = {"shuffle": "shuffle", "creation": "creation"}
 
 
@@ -385,6 +391,13 @@ def simulate_training(
     console.print(results)
 
 
+def _served_schedulers(names: list[str] | None) -> frozenset[str]:
+    """The `--scheduler-name`s given, or the default (`voltpack` alone)."""
+    from voltpack.operator.kube.conventions import SERVED_SCHEDULERS
+
+    return frozenset(names) if names else SERVED_SCHEDULERS
+
+
 @app.command()
 def operator(
     server: Annotated[
@@ -410,6 +423,7 @@ def operator(
     policy_configmap: Annotated[
         str, typer.Option(help="ConfigMap (in --namespace) whose policy.yaml replaces --policy")
     ] = "voltpack-policy",
+    scheduler_name: Annotated[list[str] | None, typer.Option(help=SCHEDULER_NAME_HELP)] = None,
 ) -> None:
     """Run the operator: schedule pods and GPUJobs, manage power domains, report Events."""
     from voltpack.operator.kube.connect import api_client
@@ -438,6 +452,8 @@ def operator(
         power=power,
         database_url=database_url,
         policy_configmap=policy_configmap or None,
+        scheduler_names=_served_schedulers(scheduler_name),
+        freeze_heap=True,  # this process is the operator's alone
     )
     console.print(f"voltpack operator {identity}: policy {resolved.metadata.name}")
     Operator(api_client(server), config).run(stop)
@@ -469,6 +485,7 @@ def api(
         int | None,
         typer.Option(min=1024, help="larger request bodies get 413, unread (default 4 MiB)"),
     ] = None,
+    scheduler_name: Annotated[list[str] | None, typer.Option(help=SCHEDULER_NAME_HELP)] = None,
 ) -> None:
     """Serve the admin REST API (OpenAPI at /docs and /openapi.json)."""
     import uvicorn
@@ -494,7 +511,12 @@ def api(
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     source = KubeAdminSource(
-        client, resolved, text, namespace=namespace, policy_configmap=policy_configmap
+        client,
+        resolved,
+        text,
+        namespace=namespace,
+        policy_configmap=policy_configmap,
+        scheduler_names=_served_schedulers(scheduler_name),
     )
     source.start()  # list and watch from now on: the first request finds the caches filled
     inference = KubeInferenceSource(client)

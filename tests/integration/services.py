@@ -33,6 +33,11 @@ SERVICES = {
         Service("Chromium", apt_packages=("chromium",)),
         # etcd + kube-apiserver (+ kwok), built from the Go module proxy
         Service("kube-apiserver", command="make k8s"),
+        # Kubernetes' own e2e.test, for the [sig-scheduling] conformance run on the control
+        # plane `make k8s` builds (skipped when built)
+        Service("e2e-test", command="make k8s e2e-test"),
+        # kube-scheduler's Filter plugins as an oracle (tests/scheduler_oracle.py), same pin
+        Service("scheduler-oracle", command="make oracle"),
         # the image, built and run without a Docker daemon (make image; as root)
         Service("buildah", apt_packages=("buildah", "debootstrap")),
     )

@@ -20,7 +20,11 @@ from voltpack.api.sources import SourceUnavailableError
 from voltpack.emulator import RunningEmulator
 from voltpack.model.admin import ClusterSummary
 from voltpack.operator.admin.source import KubeAdminSource
-from voltpack.operator.kube.conventions import POD_GROUP_ANNOTATION
+from voltpack.operator.kube.conventions import (
+    DEFAULT_SCHEDULER,
+    POD_GROUP_ANNOTATION,
+    SCHEDULER_NAME,
+)
 from voltpack.operator.kube.crds import install_crds
 from voltpack.policies.schema import policy_for_strategy
 
@@ -219,3 +223,31 @@ def test_a_budget_keeps_its_nodes_until_its_selector_changes(
     moved = source.node("gpu-a100-0")
     assert moved is not None and moved.power_domain is None
     assert source.domain_gpu_models("r1") == ["V100M16"] * 4
+
+
+def test_pods_of_every_served_name_are_counted(
+    emulator: RunningEmulator, source: KubeAdminSource, core: client.CoreV1Api
+) -> None:
+    """With `--scheduler-name voltpack --scheduler-name default-scheduler` (voltpack in
+    kube-scheduler's place) a pod that names no scheduler (the API server gives it
+    `default-scheduler`) is voltpack's job; the source serving voltpack alone leaves it out."""
+    both = KubeAdminSource(
+        client.ApiClient(client.Configuration(host=emulator.url)),
+        policy_for_strategy("fgd"),
+        "",
+        scheduler_names=frozenset({SCHEDULER_NAME, DEFAULT_SCHEDULER}),
+    )
+    try:
+        plain = pod_manifest("plain", gpus=1)
+        del plain["spec"]["schedulerName"]
+        core.create_namespaced_pod("default", plain)
+        core.create_namespaced_pod("default", pod_manifest("ours", gpus=1))
+        bound = pod_manifest("bound", gpus=2, node_name="gpu-a100-0")
+        del bound["spec"]["schedulerName"]
+        core.create_namespaced_pod("default", bound)
+        agree(both, pods_pending=2, jobs_pending=2, jobs_running=1)
+        agree(source, pods_pending=1, jobs_pending=1, jobs_running=0)
+        assert both.job("default", "plain") is not None and source.job("default", "plain") is None
+        assert core.read_namespaced_pod("plain", "default").spec.scheduler_name == DEFAULT_SCHEDULER
+    finally:
+        both.close()

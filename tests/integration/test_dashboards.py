@@ -367,6 +367,8 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]
         server.wait_for_query("increase(voltpack_gpu_ecc_errors_total[1m]) > 0", bool)
         server.wait_for_query("voltpack_gpu_healthy == 0", bool)
         server.wait_for_query(f'up{{instance="{down}"}} == 0', bool)
+        # the operator's collector pauses, one series per generation
+        server.wait_for_query("voltpack_operator_gc_pause_seconds_total", lambda r: len(r) == 3)
         yield server
 
 

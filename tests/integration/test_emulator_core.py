@@ -554,6 +554,20 @@ def test_binding_returns_201_status_and_rebinding_is_409(core: client.CoreV1Api)
     assert missing.value.status == 404
 
 
+def test_binding_a_pod_with_scheduling_gates_is_refused(core: client.CoreV1Api) -> None:
+    manifest = pod_manifest("gated", gpus=1)
+    manifest["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    core.create_namespaced_pod("default", manifest)
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_binding(
+            "default", binding("gated", "gpu-a100-0"), _preload_content=False
+        )
+    body = status_body(refused.value)
+    assert refused.value.status == 409
+    assert "pod gated has non-empty .spec.schedulingGates" in body["message"]
+    assert core.read_namespaced_pod("gated", "default").spec.node_name is None
+
+
 def test_pod_binding_subresource(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_manifest("sub-bind"))
     response = core.create_namespaced_pod_binding(

@@ -253,6 +253,20 @@ CLIENT_CALLS: dict[str, tuple[str, str, set[str]]] = {
     "delete_namespaced_pod": ("", "pods", {"delete"}),
     "read_namespaced_pod": ("", "pods", {"get"}),
     "create_namespaced_pod_binding": ("", "pods/binding", {"create"}),  # pods/<name>/binding
+    "patch_namespaced_pod_status": ("", "pods/status", {"patch"}),
+    "list_namespace": ("", "namespaces", {"list", "watch"}),
+    "list_persistent_volume_claim_for_all_namespaces": (
+        "",
+        "persistentvolumeclaims",
+        {"list", "watch"},
+    ),
+    "list_persistent_volume": ("", "persistentvolumes", {"list", "watch"}),
+    "list_storage_class": ("storage.k8s.io", "storageclasses", {"list", "watch"}),
+    "list_pod_disruption_budget_for_all_namespaces": (
+        "policy",
+        "poddisruptionbudgets",
+        {"list", "watch"},
+    ),
     "create_namespaced_binding": ("", "bindings", {"create"}),  # POST bindings: another grant
     "create_namespaced_event": ("", "events", {"create"}),
     "read_namespaced_lease": ("coordination.k8s.io", "leases", {"get"}),
@@ -290,6 +304,7 @@ OPERATOR_MODULES = [
     "kube/leader", "kube/policy_reload", "scheduling/job_history", "scheduling/topology_view",
     "inference/services", "kube/setup_problems", "dra/support", "dra/writer",
     "scheduling/gang_undo", "scheduling/gang_recovery", "scheduling/training_rounds",
+    "kube/pod_conditions",
 ]  # fmt: skip
 # The admin API (voltpack/operator/admin/source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.
@@ -318,11 +333,16 @@ def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
     for module in modules:
         source = (REPO / "voltpack" / "operator" / f"{module}.py").read_text(encoding="utf-8")
         constant = re.search(r'^PLURAL = "(\w+)"', source, re.M)
-        # raw POSTs (`client.post_json`) to a core subresource, e.g. a pod's binding
+        # raw POSTs (`client.post_json`) to a core subresource, e.g. a pod's binding, or to a
+        # namespaced collection (an Event)
         raw_paths = re.findall(r'"/api/v1/namespaces/\{[^}]+\}/(\w+)/\{[^}]+\}/(\w+)"', source)
+        raw_collections = re.findall(r'"/api/v1/namespaces/\{[^}]+\}/(\w+)"', source)
         raw_calls = len(re.findall(r"\bpost_json\(", source)) - source.count("def post_json(")
-        assert raw_calls == len(raw_paths), f"{module}: a post_json call without its path literal"
+        assert raw_calls == len(raw_paths) + len(raw_collections), (
+            f"{module}: a post_json call without its path literal"
+        )
         used |= {("", f"{resource}/{sub}", "create") for resource, sub in raw_paths}
+        used |= {("", resource, "create") for resource in raw_collections}
         for match in re.finditer(
             r"\.((?:list|read|create|replace|patch|delete|get)_\w+)\b", source
         ):
@@ -553,11 +573,34 @@ def test_the_example_check_refuses_a_misspelt_field_and_a_wrong_type() -> None:
         ("api.mode=both", "value must be one of 'sidecar', 'deployment', 'disabled'"),
         ("image.tag=latest", "/image/tag"),
         ("operator.resources.limits=null", "/operator/resources"),
+        ("schedulerNames=voltpack", "at '/schedulerNames': got string, want array"),
+        ("schedulerNames[0]=", "at '/schedulerNames/0': minLength: got 0, want 1"),
+        ("schedulerNames={voltpack,voltpack}", "at '/schedulerNames': items at 0 and 1 are equal"),
     ],
 )
 def test_values_schema_rejects_mistakes(setting: str, message: str) -> None:
     result = run_helm("template", RELEASE, str(CHART), "--set", setting)
     assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        ("[]", "at '/schedulerNames': minItems: got 0, want 1"),
+        ('[voltpack, ""]', "at '/schedulerNames/1': minLength: got 0, want 1"),
+    ],
+)
+def test_the_schema_refuses_no_scheduler_name_and_an_empty_one(
+    names: str, message: str, tmp_path: Path
+) -> None:
+    """An empty list would leave the operator serving nothing the values say; an empty name is
+    no schedulerName a pod can have. Both are refused before anything renders."""
+    values = tmp_path / "values.yaml"
+    values.write_text(f"schedulerNames: {names}\n", encoding="utf-8")
+    result = run_helm("template", RELEASE, str(CHART), "-f", str(values))
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr, result.stderr
     assert message in result.stderr, result.stderr
 
 
@@ -676,7 +719,8 @@ def test_api_modes() -> None:
     flags = {arg.split("=")[0] for arg in container["args"][1:]}
     assert container["args"][0] == "api"
     assert flags == {
-        "--host", "--port", "--namespace", "--policy-configmap", "--token-file", "--database-url"
+        "--host", "--port", "--namespace", "--policy-configmap", "--token-file", "--database-url",
+        "--scheduler-name",
     }  # fmt: skip
     service = named(sidecar, "Service", f"{RELEASE}-voltpack-api")
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "operator"
@@ -707,6 +751,58 @@ def test_api_modes() -> None:
         if c["name"] == "api"
     ]
     assert not [s for s in of_kind(disabled, "Service") if s["metadata"]["name"].endswith("-api")]
+
+
+def scheduler_name_args(docs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """container name -> its --scheduler-name arguments, for the operator and the API."""
+    operator = named(docs, "Deployment", f"{RELEASE}-voltpack-operator")
+    (container,) = [
+        c for c in operator["spec"]["template"]["spec"]["containers"] if c["name"] == "operator"
+    ]
+    found = {"operator": container["args"], "api": api_container(docs)[1]["args"]}
+    return {
+        name: [a for a in args if a.startswith("--scheduler-name")] for name, args in found.items()
+    }
+
+
+@pytest.mark.parametrize("mode", ["sidecar", "deployment"])
+def test_both_containers_serve_every_scheduler_name(mode: str) -> None:
+    """schedulerNames: [voltpack, default-scheduler] gives the operator and the API (a sidecar or
+    its own Deployment) one --scheduler-name each, which their command lines take; the default
+    is voltpack alone."""
+    both = ["--scheduler-name=voltpack", "--scheduler-name=default-scheduler"]
+    docs = render("replace-kube-scheduler", "--set", f"api.mode={mode}")
+    assert scheduler_name_args(docs) == {"operator": both, "api": both}
+    operator = named(docs, "Deployment", f"{RELEASE}-voltpack-operator")
+    containers = {
+        c["name"]: c
+        for w in workloads(docs)
+        for c in w["spec"]["template"]["spec"]["containers"]
+        if c["name"] in ("operator", "api")
+    }
+    for container in containers.values():
+        assert parse_cli(container["args"])["scheduler_name"] == ["voltpack", "default-scheduler"]
+    owner, _ = api_container(docs)
+    assert (owner == operator["metadata"]["name"]) == (mode == "sidecar")
+    default = render("default", "--set", f"api.mode={mode}")
+    assert scheduler_name_args(default) == {
+        "operator": ["--scheduler-name=voltpack"],
+        "api": ["--scheduler-name=voltpack"],
+    }
+
+
+def test_notes_name_the_served_schedulers() -> None:
+    default = run_helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--dry-run=client")
+    assert default.returncode == 0, default.stderr
+    assert "pods whose schedulerName is `voltpack`." in default.stdout
+    assert "Replacing kube-scheduler" not in default.stdout
+    both = run_helm(
+        "install", RELEASE, str(CHART), "-n", NAMESPACE, "--dry-run=client",
+        "-f", str(CHART / "ci" / "replace-kube-scheduler-values.yaml"),
+    )  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    assert "pods whose schedulerName is `voltpack` or `default-scheduler`." in both.stdout
+    assert "kube-scheduler,\n  which must not run" in both.stdout
 
 
 def test_notes_explain_the_privileged_trade_off() -> None:

@@ -172,6 +172,16 @@ def events(core: client.CoreV1Api, reason: str, namespace: str = "default") -> l
     return [e for e in core.list_namespaced_event(namespace).items if e.reason == reason]
 
 
+def failed_scheduling(core: client.CoreV1Api, pod: str) -> list[Any]:
+    """The pod's FailedScheduling Events, once there is one."""
+    found: list[Any] = wait_for(
+        lambda: [e for e in events(core, "FailedScheduling") if e.involved_object.name == pod],
+        timeout_s=WAIT_S,
+        what=f"a FailedScheduling Event on {pod}",
+    )
+    return found
+
+
 def get_job(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     return custom.get_namespaced_custom_object(GROUP, VERSION, "default", "gpujobs", name)  # type: ignore[no-any-return]
 
@@ -235,6 +245,22 @@ def test_a_gang_binds_whole_and_one_that_cannot_fit_binds_nothing(
     assert "gang default/huge" in failed["huge-0"]["message"]
     assert failed["huge-0"]["source"]["component"] == "voltpack"
     assert failed["huge-0"]["type"] == "Warning"
+    # kube-scheduler's Normal Scheduled Event on each bound pod (posted raw, without the client)
+    scheduled = {e["involvedObject"]["name"]: e for e in listed if e["reason"] == "Scheduled"}
+    assert set(scheduled) == {f"train-{i}" for i in range(4)}
+    first = core.read_namespaced_pod("train-0", "default")
+    assert scheduled["train-0"]["message"] == (
+        f"Successfully assigned default/train-0 to {first.spec.node_name}"
+    )
+    assert scheduled["train-0"]["type"] == "Normal"
+    assert scheduled["train-0"]["involvedObject"]["uid"] == first.metadata.uid
+    # PodScheduled=False on the pods that wait (what cluster-autoscaler reads)
+    waiting = core.read_namespaced_pod("huge-0", "default").status.conditions or []
+    [condition] = [c for c in waiting if c.type == "PodScheduled"]
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+    # the newest reason (an Event of an earlier cycle may say fewer fitted pods)
+    assert condition.message.startswith("gang default/huge: only ")
+    assert "nodes are available" in condition.message
     gpu_usage_is_consistent(core)
 
 
@@ -427,6 +453,131 @@ def test_a_high_priority_gang_preempts_a_low_priority_one_when_full(
     gpu_usage_is_consistent(core)
 
 
+def test_a_gated_pod_stays_scheduling_gated_and_binds_once_its_gates_are_gone(
+    cluster: Cluster, core: client.CoreV1Api
+) -> None:
+    cluster.add_gpu_nodes(a100s(1))
+    gated = pod_manifest("gated", gpus=1)
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/foo"}, {"name": "example.com/bar"}]
+    core.create_namespaced_pod("default", gated)
+
+    def scheduled() -> tuple[str, str] | None:
+        conditions = core.read_namespaced_pod("gated", "default").status.conditions or []
+        found = [(c.status, c.reason) for c in conditions if c.type == "PodScheduled"]
+        return found[0] if found else None
+
+    with operator_in_thread(cluster, operator_config()) as operator:
+        wait_for(lambda: scheduled() == ("False", "SchedulingGated"), timeout_s=WAIT_S,
+                 what="PodScheduled=False SchedulingGated")  # fmt: skip
+        core.patch_namespaced_pod("gated", "default", {"spec": {"schedulingGates": [
+            {"name": "example.com/bar"}]}})  # fmt: skip
+        cycles = operator.stats.cycles
+        wait_for(lambda: operator.stats.cycles > cycles + 2, timeout_s=WAIT_S, what="cycles")
+        assert scheduled() == ("False", "SchedulingGated")
+        assert bound(core, "gated") == []
+        core.patch_namespaced_pod("gated", "default", {"spec": {"schedulingGates": None}})
+        wait_for(lambda: len(bound(core, "gated")) == 1, timeout_s=WAIT_S, what="gated bound")
+    assert [e for e in events(core, "FailedScheduling") if e.involved_object.name == "gated"] == []
+
+
+HOLD = "example.com/hold"
+"""A finalizer that keeps a deleted pod Terminating, as a slow checkpoint on SIGTERM would."""
+
+
+def test_preemption_is_graceful_and_the_preemptor_waits_nominated(
+    cluster: Cluster, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    """As kube-scheduler preempts: the victim gets `DisruptionTarget` (PreemptionByScheduler) and
+    a graceful deletion with its own grace period; its GPUs stay in use while it terminates, so
+    the preemptor is not bound but nominated to the node, and preempts no one else; once the
+    victim is gone, the preemptor is bound there."""
+    cluster.add_gpu_nodes(a100s(1))
+    create_job(custom, gpu_job_manifest("low", workers=1, gpus=8, priority=-5, preemptible=True))
+    with operator_in_thread(cluster, operator_config(policy=PREEMPTION_POLICY)) as operator:
+        wait_for(lambda: len(bound(core, "low-worker-")) == 1, timeout_s=WAIT_S, what="low bound")
+        core.patch_namespaced_pod("low-worker-0", "default", {"metadata": {"finalizers": [HOLD]}})
+        create_job(custom, gpu_job_manifest("high", workers=1, gpus=8, priority=10))
+
+        def victim() -> Any:
+            return core.read_namespaced_pod("low-worker-0", "default")
+
+        wait_for(lambda: victim().metadata.deletion_timestamp is not None, timeout_s=WAIT_S,
+                 what="the victim's graceful deletion")  # fmt: skip
+        held = victim()
+        # (its grace period is not checked here: kwok, standing in for the kubelet, deletes a
+        # terminating pod at once, and so does the emulator without its simulated kubelets)
+        [target] = [c for c in held.status.conditions or [] if c.type == "DisruptionTarget"]
+        assert (target.status, target.reason) == ("True", "PreemptionByScheduler")
+        assert "preempting to accommodate a higher priority pod" in target.message
+
+        def nominated() -> str | None:
+            pods = pods_of(core, "high-worker-")
+            return pods[0].status.nominated_node_name if pods else None
+
+        wait_for(lambda: nominated() == "a100-0", timeout_s=WAIT_S, what="the nomination")
+        evicted = operator.stats.evicted_gangs
+        for _ in range(3):  # cycles pass: the preemptor waits, binds nothing, evicts no one more
+            cycles = operator.stats.cycles
+            wait_for(lambda c=cycles: operator.stats.cycles > c, timeout_s=WAIT_S, what="a cycle")
+        assert bound(core, "high-worker-") == []
+        assert operator.stats.evicted_gangs == evicted
+        core.patch_namespaced_pod("low-worker-0", "default", {"metadata": {"finalizers": None}})
+        wait_for(lambda: len(bound(core, "high-worker-")) == 1, timeout_s=WAIT_S, what="high bound")
+        assert bound(core, "high-worker-")[0].spec.node_name == "a100-0"
+    gpu_usage_is_consistent(core)
+
+
+KUBE_PREEMPTION_POLICY = """\
+apiVersion: voltpack.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: kube-preemption}
+spec:
+  scoring: {strategy: best-fit}
+  queueing: {min_runtime_s: 0, priority_preemption: true, priority_victims: any}
+"""
+
+
+def test_with_kube_rules_a_plain_pod_preempts_a_lower_priority_one_for_cpu(
+    cluster: Cluster, core: client.CoreV1Api
+) -> None:
+    """`priority_victims: any`, as kube-scheduler preempts: a pod of a higher PriorityClass
+    that needs no GPU preempts a plain lower-priority pod (no voltpack annotation) whose CPU it
+    needs; a pod with `preemptionPolicy: Never` waits instead."""
+    cluster.add_gpu_nodes(a100s(1))  # 64 CPUs
+    scheduling = client.SchedulingV1Api(core.api_client)
+    classes = {"e2e-low": (1, None), "e2e-high": (1000, None), "e2e-polite": (1000, "Never")}
+    for name, (value, policy) in classes.items():
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value}  # fmt: skip
+        scheduling.create_priority_class(body | ({"preemptionPolicy": policy} if policy else {}))
+
+    def cpu_pod(name: str, priority_class: str) -> dict[str, Any]:
+        manifest = pod_manifest(name)
+        manifest["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "40"}}
+        manifest["spec"]["priorityClassName"] = priority_class
+        return manifest
+
+    try:
+        core.create_namespaced_pod("default", cpu_pod("low", "e2e-low"))
+        with operator_in_thread(cluster, operator_config(policy=KUBE_PREEMPTION_POLICY)):
+            wait_for(lambda: len(bound(core, "low")) == 1, timeout_s=WAIT_S, what="low bound")
+            core.create_namespaced_pod("default", cpu_pod("polite", "e2e-polite"))
+            polite = failed_scheduling(core, "polite")
+            assert "preemptionPolicy is Never" in polite[-1].message
+            assert (
+                bound(core, "low")
+                and not core.read_namespaced_pod("low", "default").metadata.deletion_timestamp
+            )
+            core.delete_namespaced_pod("polite", "default")
+            core.create_namespaced_pod("default", cpu_pod("high", "e2e-high"))
+            wait_for(lambda: len(bound(core, "high")) == 1, timeout_s=WAIT_S, what="high bound")
+        preempted = [e for e in events(core, "Preempted") if e.involved_object.name == "low"]
+        assert preempted and "priority: 1000 over 1 in queue default" in preempted[0].message
+    finally:
+        for name in classes:
+            scheduling.delete_priority_class(name)
+
+
 def test_a_queue_at_its_limit_says_so_and_its_extra_gang_waits(
     cluster: Cluster, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
@@ -445,12 +596,7 @@ def test_a_queue_at_its_limit_says_so_and_its_extra_gang_waits(
     with operator_in_thread(cluster, operator_config(policy=PREEMPTION_POLICY)):
         wait_for(lambda: len(bound(core, "first-worker-")) == 1, timeout_s=WAIT_S, what="first")
         condition = wait_for(at_limit, timeout_s=WAIT_S, what="the AtLimit condition")
-        waiting = wait_for(
-            lambda: [e for e in events(core, "FailedScheduling")
-                     if e.involved_object.name == "second-worker-0"],
-            timeout_s=WAIT_S,
-            what="an Event on the waiting worker",
-        )  # fmt: skip
+        waiting = failed_scheduling(core, "second-worker-0")
     assert condition["reason"] == "LimitReached"
     assert "queue capped: A100 8 of limit 8 GPUs" in condition["message"]
     assert "limit" in waiting[0].message

@@ -159,7 +159,18 @@ def test_a_split_services_prefill_and_decode_pods_land_in_one_leaf(
         fresh = all(first.get(p.metadata.name) != p.metadata.uid for p in again)
         return again if fresh and len(again) == len(pods) else None
 
-    again = wait_for(replaced, timeout_s=60, what="the pool re-created and bound")
+    def pool() -> str:
+        listed = core.list_namespaced_pod(
+            "default", label_selector="voltpack.io/inference-service=chat"
+        ).items
+        return "; ".join(
+            f"{p.metadata.name} new={first.get(p.metadata.name) != p.metadata.uid} "
+            f"node={p.spec.node_name} deleting={bool(p.metadata.deletion_timestamp)} "
+            f"status={[(c.type, c.reason, c.message) for c in p.status.conditions or []]}"
+            for p in listed
+        )
+
+    again = wait_for(replaced, timeout_s=60, what="the pool re-created and bound", explain=pool)
     assert len({LEAF_OF[p.spec.node_name] for p in again}) == 1
 
 

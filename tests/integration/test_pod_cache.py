@@ -58,3 +58,29 @@ def test_an_older_event_does_not_unbind_an_assumed_pod(
         what="the binding's event",
     )
     assert bound["spec"]["nodeName"] == node
+
+
+def test_assuming_a_pod_the_watch_reported_deleted_does_not_bring_it_back(
+    core: client.CoreV1Api, pod_cache: ResourceCache
+) -> None:
+    """An eviction's graceful delete can finish (and its DELETED event arrive) before the
+    operator assumes the terminating pod from the delete's reply: a ghost would hold its GPUs,
+    and the gang nominated to them would wait for it forever."""
+    core.create_namespaced_pod("default", pod_manifest("victim", gpus=1))
+    cached = wait_for(lambda: pod_cache.get("default/victim"), what="the pod cached")
+    core.delete_namespaced_pod("victim", "default")
+    wait_for(lambda: pod_cache.get("default/victim") is None, what="the DELETED event")
+    terminating = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": "now"}}
+    assert pod_cache.assume(terminating) is False
+    assert pod_cache.get("default/victim") is None
+
+    core.create_namespaced_pod("default", pod_manifest("victim", gpus=1))  # same name, new uid
+    wait_for(
+        lambda: (
+            (pod := pod_cache.get("default/victim")) is not None
+            and pod["metadata"]["uid"] != cached["metadata"]["uid"]
+        ),
+        what="the new pod cached",
+    )
+    assert pod_cache.assume(terminating) is False  # the old pod's write is not the new pod's
+    assert pod_cache.get("default/victim")["metadata"].get("deletionTimestamp") is None

@@ -510,6 +510,11 @@ def test_an_invalid_budget_keeps_the_caps_of_its_nodes(rig: Rig) -> None:
         lambda: rig.events("InvalidPowerBudget", "PowerBudget"),
         timeout_s=WAIT_S,
         what="a Warning Event on the broken PowerBudget",
+        explain=lambda: (
+            f"status {rig.budget_status()}; told {rig.operator.power_loop._reported}"
+            if rig.operator.power_loop is not None
+            else "no power loop"
+        ),
     )
     assert "typo-row" in events[0].message and "last valid spec" in events[0].message
     rig.wait_ticks(5)

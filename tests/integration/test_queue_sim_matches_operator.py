@@ -83,16 +83,39 @@ def manifest(job: QueueJob, index: int) -> dict[str, Any]:
 
 
 def operator_round(plan: Plan, core: client.CoreV1Api) -> Round:
+    """What a cycle decided. A gang placed by preempting others is not bound in that cycle:
+    its pods are nominated to their nodes (checked here) and bound once the victims are gone
+    (`bound_nominees`); the round is the decision, as the simulator's."""
     placed = []
-    for gang in plan.gangs:
-        for p in gang:
+    preempting = {e.by for e in plan.evictions}
+    for decision in plan.decisions:
+        if not decision.placed:
+            continue
+        for p in decision.placements:
             name = p.pod.removeprefix("default/")
             pod = core.read_namespaced_pod(name, "default")
-            written = pod.metadata.annotations["voltpack.io/gpu-indices"]
-            assert pod.spec.node_name == p.node
-            assert tuple(int(i) for i in written.split(",")) == p.gpu_indices
+            if decision.subject in preempting:
+                assert (pod.spec.node_name, pod.status.nominated_node_name) == (None, p.node)
+            else:
+                written = pod.metadata.annotations["voltpack.io/gpu-indices"]
+                assert pod.spec.node_name == p.node
+                assert tuple(int(i) for i in written.split(",")) == p.gpu_indices
             placed.append((name, p.node, p.gpu_indices))
     return placed, [e.gang.name.removeprefix("default/") for e in plan.evictions]
+
+
+def bound_nominees(
+    plan: Plan, nominated: list[tuple[str, str, tuple[int, ...]]], core: client.CoreV1Api
+) -> None:
+    """The cycle after the victims left binds the nominated pods where they were nominated."""
+    bound = sorted(
+        (p.pod.removeprefix("default/"), p.node, p.gpu_indices) for gang in plan.gangs for p in gang
+    )
+    assert bound == sorted(nominated)
+    for name, node, gpus in nominated:
+        pod = core.read_namespaced_pod(name, "default")
+        assert pod.spec.node_name == node
+        assert pod.metadata.annotations["voltpack.io/gpu-indices"] == ",".join(map(str, gpus))
 
 
 def test_the_queue_simulator_places_and_evicts_as_the_operator_does(
@@ -148,7 +171,7 @@ def test_the_queue_simulator_places_and_evicts_as_the_operator_does(
         submit(["r0", "r1", "r2", "r3"])  # t=0: research borrows the cluster
         cycle()
         submit(["p0", "p1"])  # t=5: production arrives within its guarantee
-        evicted = cycle()[1]  # t=10
+        nominated, evicted = cycle()  # t=10
         wait_for(
             lambda: all(
                 operator.pods.get(f"default/{p.name}") is None
@@ -158,6 +181,8 @@ def test_the_queue_simulator_places_and_evicts_as_the_operator_does(
             timeout_s=20,
             what="the evicted pods to go",
         )
+        assert operator.elector.try_acquire_or_renew()
+        bound_nominees(operator.run_cycle(), nominated, core)  # the victims gone: bound
         submit(sorted(evicted))  # re-created pending, as a job controller does
         cycle()  # t=20: nothing fits
         cycle()  # t=30

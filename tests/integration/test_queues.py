@@ -104,7 +104,7 @@ def queued_pod(name: str, queue: str, gpus: int) -> dict[str, Any]:
     return pod_manifest(name, gpus=gpus, annotations=annotations)
 
 
-def test_a_queue_under_its_guarantee_reclaims_a_borrowing_gang_whole_in_one_cycle(
+def test_a_queue_under_its_guarantee_reclaims_a_borrowing_gang_whole_in_one_cycle_then_binds(
     emulator: RunningEmulator,
     core: client.CoreV1Api,
     custom: client.CustomObjectsApi,
@@ -139,10 +139,29 @@ def test_a_queue_under_its_guarantee_reclaims_a_borrowing_gang_whole_in_one_cycl
         reclaim = driver.cycle()
 
         assert [e.gang.name for e in reclaim.evictions] == ["default/spot-job"]
+        # the borrower's pods terminate gracefully first: the research worker is nominated to
+        # the node they free, and bound once they are gone (as kube-scheduler preempts)
         assert [[p.pod for p in gang] for gang in reclaim.gangs] == [
             ["default/research-job-worker-0"]
         ]
-        assert node_of(core, "research-job-worker-0") is not None
+        assert node_of(core, "research-job-worker-0") is None
+        nominee = core.read_namespaced_pod("research-job-worker-0", "default")
+        assert nominee.status.nominated_node_name is not None
+        wait_for(
+            lambda: (
+                (driver.operator.pods.get("default/research-job-worker-0") or {}).get("status")
+                or {}
+            ).get("nominatedNodeName"),
+            timeout_s=20,
+            what="the cache to see the nomination",
+        )
+
+        def bound_after_a_cycle() -> bool:
+            driver.cycle()
+            return node_of(core, "research-job-worker-0") is not None
+
+        wait_for(bound_after_a_cycle, timeout_s=30, what="the research worker bound")
+        assert node_of(core, "research-job-worker-0") == nominee.status.nominated_node_name
         # evicted whole: neither worker of the borrower runs any more (re-created pending)
         for index in range(2):
             assert node_of(core, f"spot-job-worker-{index}") is None

@@ -6,6 +6,7 @@ schemas it accepts, that their defaults are applied and their CEL rules enforced
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from tests import k8s_control_plane
 from tests.integration.conftest import wait_for
 from tests.integration.services import missing_service
 from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
@@ -95,3 +97,35 @@ def test_chart_crds_and_a_gpujob_on_the_real_apiserver(api: client.ApiClient) ->
         custom.create_namespaced_custom_object(*args, gpujob("too-small", workers=2, minWorkers=3))
     assert rejected.value.status == 422
     assert "minWorkers must not exceed workers" in str(rejected.value.body)
+
+
+def test_a_port_taken_before_etcd_binds_it_is_retried_on_new_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process (a second pytest worker) may bind the port `free_port` picked before etcd
+    does: the start is tried again on new ports instead of failing the test that needed it."""
+    missing = missing_binaries()
+    if missing:
+        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
+    picked = iter(range(10**6))
+    real_free_port = k8s_control_plane.free_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        taken_port = int(taken.getsockname()[1])
+
+        def first_taken() -> int:
+            return taken_port if next(picked) == 0 else real_free_port()
+
+        monkeypatch.setattr(k8s_control_plane, "free_port", first_taken)
+        with running_control_plane() as running:
+            assert str(taken_port) not in running.etcd_url
+            assert (
+                running.workdir.name,
+                running.workdir.parent.name.startswith("voltpack-k8s-"),
+            ) == (
+                "attempt-2",
+                True,
+            )
+            version = client.VersionApi(running.api_client()).get_code()
+            assert version.git_version.startswith("v1.")

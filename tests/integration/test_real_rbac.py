@@ -44,7 +44,13 @@ from tests.dry_runs import finished_dry_run
 from tests.integration.conftest import wait_for
 from tests.integration.services import missing_service
 from tests.integration.test_helm import helm_binary
-from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from tests.k8s_control_plane import (
+    CONTROLLERS_APISERVER_ARGS,
+    ControlPlane,
+    bin_dir,
+    missing_binaries,
+    running_control_plane,
+)
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.api.server import serving
@@ -171,6 +177,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         f"--audit-log-path={folder / 'audit.log'}",
         "--audit-log-format=json",
         "--audit-log-mode=blocking",
+        # no kubelet and no node-lifecycle controller: the nodes are created Ready, untainted
+        *CONTROLLERS_APISERVER_ARGS,
     )
     with running_control_plane(extra_apiserver_args=args) as running:
         running.logs["audit"] = folder / "audit.log"
@@ -306,6 +314,20 @@ def create_dra_devices(admin: client.ApiClient) -> None:
             "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}],
         },
     })  # fmt: skip
+    # a pod no node can hold: it waits, with PodScheduled=False (pods/status patch)
+    core.create_namespaced_pod(WORKLOADS, {
+        "metadata": {"name": "too-big"},
+        "spec": {"schedulerName": "voltpack", "containers": [{"name": "c", "image": "i",
+                 "resources": {"limits": {"nvidia.com/gpu": "64"}}}]},
+    })  # fmt: skip
+
+
+def waits_unschedulable(admin: client.ApiClient) -> bool:
+    pod = client.CoreV1Api(admin).read_namespaced_pod("too-big", WORKLOADS)
+    return any(
+        c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+        for c in pod.status.conditions or []
+    )
 
 
 def dra_claim_allocated(admin: client.ApiClient) -> bool:
@@ -582,6 +604,7 @@ def run_scenario(
         # the operator: the gang bound, statuses written, the power loop's GPUNode spec
         wait_for(lambda: len(bound_workers(core)) == 2, timeout_s=WAIT_S, what="gang bound")
         wait_for(partial(dra_claim_allocated, admin), timeout_s=WAIT_S, what="claim allocated")
+        wait_for(partial(waits_unschedulable, admin), timeout_s=WAIT_S, what="PodScheduled=False")
         for plural, name, namespace in [
             ("gpujobs", "train", WORKLOADS), ("queues", "research", None),
             ("topologies", "fabric", None), ("powerbudgets", "rack-r1", None),

@@ -1,6 +1,6 @@
 """The admin API's incremental views equal the whole recomputation, for any sequence of watch
-events (adds, changes, deletes, relists) with reads in between, and their pages walk the list
-exactly once in key order."""
+events (adds, changes, deletes, relists) with reads in between, whichever scheduler names are
+served, and their pages walk the list exactly once in key order."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from voltpack.operator.kube.conventions import (
     PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
     SCHEDULER_NAME,
+    SERVED_SCHEDULERS,
 )
 from voltpack.operator.kube.translate import GPU_MODEL_LABELS, GPU_RESOURCE
 
@@ -31,7 +32,7 @@ NAMESPACES = ["default", "ml"]
 
 
 def node(name: str, rack: int, gpus: int, ready: bool, model: str) -> Obj:
-    resources = {"cpu": "16", "memory": "64Gi", GPU_RESOURCE: str(gpus)}
+    resources = {"cpu": "16", "memory": "64Gi", "pods": "110", GPU_RESOURCE: str(gpus)}
     return {
         "metadata": {"name": name, "labels": {"rack": f"r{rack}", GPU_MODEL_LABELS[0]: model}},
         "status": {
@@ -163,7 +164,7 @@ objects_of = {
         st.sampled_from([f"p{i}" for i in range(4)]),
         st.sampled_from(NAMESPACES),
         st.integers(0, 3),
-        st.sampled_from(["0/4 nodes fit", "queue over quota"]),
+        st.sampled_from(["0/4 nodes are available: 4 Insufficient cpu.", "queue over quota"]),
     ),
 }
 KINDS = sorted(objects_of)
@@ -242,7 +243,12 @@ def check(views: AdminViews, caches: Caches) -> None:
         caches.values("powerbudgets"),
     )
     jobs = full_job_views(
-        caches.values("pods"), caches.values("gpujobs"), caches.values("events"), {}, {}
+        caches.values("pods"),
+        caches.values("gpujobs"),
+        caches.values("events"),
+        {},
+        {},
+        views.scheduler_names,
     )
     assert views.nodes() == nodes
     assert views.jobs() == jobs
@@ -268,11 +274,17 @@ def check(views: AdminViews, caches: Caches) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps, min_size=4, max_size=30), st.sets(st.integers(0, 29), min_size=10))
+@given(
+    st.lists(steps, min_size=4, max_size=30),
+    st.sets(st.integers(0, 29), min_size=10),
+    st.sampled_from([SERVED_SCHEDULERS, frozenset({SCHEDULER_NAME, "default-scheduler"})]),
+)
 def test_incremental_views_equal_the_whole_recomputation(
-    ops: list[tuple[Any, ...]], checked_after: set[int]
+    ops: list[tuple[Any, ...]], checked_after: set[int], served: frozenset[str]
 ) -> None:
-    views = AdminViews()
+    """`served`: voltpack alone (the other pods are kube-scheduler's), or both names (every
+    pod is voltpack's)."""
+    views = AdminViews(served)
     caches = Caches(views)
     for step, (op, kind, arg) in enumerate(ops):
         if op == "put":

@@ -15,7 +15,7 @@ from voltpack.policies.schema import example_policy_path, load_policy
 
 
 def node(name: str, gpus: int) -> dict[str, object]:
-    quantities = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": str(gpus)}
+    quantities = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
     return {
         "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "A100"}},
         "status": {"allocatable": quantities, "capacity": quantities,
@@ -23,9 +23,11 @@ def node(name: str, gpus: int) -> dict[str, object]:
     }  # fmt: skip
 
 
-def pod(name: str, gpus: int, node_name: str | None = None) -> dict[str, object]:
+def pod(
+    name: str, gpus: int, node_name: str | None = None, scheduler: str = "voltpack"
+) -> dict[str, object]:
     spec: dict[str, object] = {
-        "schedulerName": "voltpack",
+        "schedulerName": scheduler,
         "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
     }
     if node_name:
@@ -58,6 +60,26 @@ def test_the_child_answers_as_planning_here_would() -> None:
         "default/fits": "bind",
         "default/too-big": "stay-pending",
     }
+
+
+def test_the_dry_run_plans_the_pods_of_the_served_names() -> None:
+    """voltpack in kube-scheduler's place: the dry run plans `default-scheduler` pods too, as
+    the operator serving both names would, and leaves them to kube-scheduler otherwise."""
+    policy = load_policy(example_policy_path("best-fit"))
+    objects = cluster()
+    objects["pods"].append(pod("kubes", 2, scheduler="default-scheduler"))
+    caches = {k: ResourceCache.holding(k, objects.get(k, [])) for k in DRY_RUN_KINDS}
+    unused = ApiClient()
+    both = frozenset({"voltpack", "default-scheduler"})
+    here = plan_dry_run(
+        caches, policy, lambda: 1e9, CoreV1Api(unused), CustomObjectsApi(unused), both
+    )
+    there = run_in_child(objects, policy, 1e9, scheduler_names=both)
+    assert there == here
+    assert {c.subject: c.action for c in there.changes}["default/kubes"] == "bind"
+    assert there.binds == 2
+    alone = run_in_child(objects, policy, 1e9)
+    assert "default/kubes" not in {c.subject for c in alone.changes} and alone.binds == 1
 
 
 def test_a_child_that_fails_says_why() -> None:

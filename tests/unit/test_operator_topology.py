@@ -64,7 +64,7 @@ def pod(
 
 
 def node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
     return {
         "metadata": {
             "name": name,

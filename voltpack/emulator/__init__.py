@@ -23,7 +23,9 @@ What it simplifies, compared with a real kube-apiserver:
   checked); list-type uniqueness and string formats are not checked; CRD conversion only
   rewrites `apiVersion`;
 - core and events.k8s.io Events are stored apart; foreground deletion acts as background;
-  evictions (`pods/eviction`) always succeed (no PodDisruptionBudgets);
+  PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes and StorageClasses are
+  stored, but no disruption or volume controller writes their status or binds a claim, and
+  evictions (`pods/eviction`) always succeed;
 - no node heartbeats or node leases, and pods stay on a deleted node;
 - protobuf request bodies are decoded for the kinds `kubectl create` and `kubectl auth` send
   (Namespace, ConfigMap, Secret, ServiceAccount, the RBAC kinds and the reviews) only;

@@ -87,12 +87,21 @@ def bind(
             str(name),
             f'pod {name} is already assigned to node "{node_name}"',
         )
+    if (pod.get("spec") or {}).get("schedulingGates"):
+        # kube-apiserver rejects binding a scheduling un-ready pod (as a storage update error)
+        raise conflict(
+            "pods/binding",
+            "",
+            str(name),
+            f"pod {name} has non-empty .spec.schedulingGates",
+        )
     bound = copy.deepcopy(pod)
     bound.setdefault("spec", {})["nodeName"] = target["name"]
     annotations = metadata.get("annotations")
     if isinstance(annotations, dict) and annotations:
         meta(bound).setdefault("annotations", {}).update(annotations)
     status = bound.setdefault("status", {})
+    status.pop("nominatedNodeName", None)  # as kube-apiserver clears the nomination hint
     conditions = [
         c
         for c in status.get("conditions") or []

@@ -209,6 +209,50 @@ PRIORITYCLASSES = ResourceType(
     tracks_generation=True,
 )
 
+PODDISRUPTIONBUDGETS = ResourceType(
+    "policy",
+    "v1",
+    "PodDisruptionBudget",
+    "poddisruptionbudgets",
+    "poddisruptionbudget",
+    namespaced=True,
+    short_names=("pdb",),
+    subresources=frozenset({"status"}),
+    tracks_generation=True,
+)
+"""Stored and served; no disruption controller computes their status (a test writes it)."""
+
+PERSISTENTVOLUMECLAIMS = ResourceType(
+    "",
+    "v1",
+    "PersistentVolumeClaim",
+    "persistentvolumeclaims",
+    "persistentvolumeclaim",
+    namespaced=True,
+    short_names=("pvc",),
+    subresources=frozenset({"status"}),
+)
+PERSISTENTVOLUMES = ResourceType(
+    "",
+    "v1",
+    "PersistentVolume",
+    "persistentvolumes",
+    "persistentvolume",
+    namespaced=False,
+    short_names=("pv",),
+    subresources=frozenset({"status"}),
+)
+STORAGECLASSES = ResourceType(
+    "storage.k8s.io",
+    "v1",
+    "StorageClass",
+    "storageclasses",
+    "storageclass",
+    namespaced=False,
+    short_names=("sc",),
+)
+"""Claims, volumes and classes are stored and served; no volume controller binds them."""
+
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICECLASSES = ResourceType(
     RESOURCE_GROUP,
@@ -291,6 +335,10 @@ BUILTINS: tuple[ResourceType, ...] = (
     ROLEBINDINGS,
     CLUSTERROLEBINDINGS,
     PRIORITYCLASSES,
+    PODDISRUPTIONBUDGETS,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    STORAGECLASSES,
     DEVICECLASSES,
     RESOURCECLAIMS,
     RESOURCECLAIMTEMPLATES,

@@ -132,6 +132,16 @@ class OperatorCollector(Collector):
             "Wall time of the last scheduling cycle.",
             value=figures.cycle_duration_s,
         )
+        pauses = getattr(self.source, "gc_pauses", None)
+        if pauses is not None:
+            gc_seconds = CounterMetricFamily(
+                "voltpack_operator_gc_pause_seconds",
+                "Time Python's cyclic garbage collector held the process, by generation.",
+                labels=["generation"],
+            )
+            for generation, seconds in enumerate(pauses.seconds):
+                gc_seconds.add_metric([str(generation)], seconds)
+            yield gc_seconds
         total = GaugeMetricFamily(
             "voltpack_cluster_gpus", "GPUs in the cluster by model.", labels=["model"]
         )

@@ -18,19 +18,29 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client import (
+    ApiClient,
+    CoordinationV1Api,
+    CoreV1Api,
+    CustomObjectsApi,
+    PolicyV1Api,
+    StorageV1Api,
+)
 
 from voltpack.model.errors import InvalidRequestError, VoltpackError
 from voltpack.model.resources import API_GROUP, API_VERSION
 from voltpack.model.snapshot import NO_GPU_MODEL, ClusterSnapshot
 from voltpack.model.work import PendingWork
 from voltpack.operator.dra.support import ClaimReserver, DraSupport
+from voltpack.operator.heap import GcPauses, HeapKeeper
 from voltpack.operator.inference.services import InferenceServiceController
 from voltpack.operator.kube.cache import ResourceCache, older_pod
 from voltpack.operator.kube.conventions import (
-    SCHEDULER_NAME,
+    SERVED_SCHEDULERS,
 )
+from voltpack.operator.kube.event_queue import EventQueue
 from voltpack.operator.kube.leader import LeaderElector
+from voltpack.operator.kube.node_facts import node_facts_from_k8s
 from voltpack.operator.kube.policy_reload import PolicyWatcher
 from voltpack.operator.kube.same_object_memo import SameObjectMemo
 from voltpack.operator.kube.setup_problems import served_voltpack_plurals, setup_log_for
@@ -53,6 +63,7 @@ from voltpack.operator.scheduling.gpu_faults import gpu_faults, isolation_of
 from voltpack.operator.scheduling.hetero import HeteroAllocator, HeteroCycle
 from voltpack.operator.scheduling.job_history import JobHistoryRecorder
 from voltpack.operator.scheduling.jobs import JobController
+from voltpack.operator.scheduling.nominations import awaiting_victims
 from voltpack.operator.scheduling.queues import (
     QueueWriter,
     pending_queues,
@@ -69,6 +80,7 @@ from voltpack.operator.scheduling.topology_view import (
     running_topology_gangs,
     topology_cycle,
 )
+from voltpack.operator.scheduling.volumes import VolumeView
 from voltpack.operator.scheduling.writers import (
     EvictionWriter,
     InferenceWriter,
@@ -117,6 +129,13 @@ class OperatorConfig:
     """Record decisions and power in this database (voltpack.store); None: keep no history."""
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     """How long the history keeps each kind of record; applied hourly by the leader."""
+    scheduler_names: frozenset[str] = SERVED_SCHEDULERS
+    """The `schedulerName`s whose pods this operator places (add `default-scheduler` to replace
+    kube-scheduler)."""
+    freeze_heap: bool = False
+    """Freeze what outlives each cycle out of the cyclic collector's reach
+    (`voltpack.operator.heap`): on in the `voltpack operator` process; off where the operator
+    runs inside another program's process (the tests), whose heap is not its own."""
 
 
 class Operator:
@@ -134,6 +153,26 @@ class Operator:
         """Setup problems (no namespace, CRDs, permission, API server), each said once."""
         self.core = CoreV1Api(api_client)
         self.nodes = ResourceCache("nodes", self.core.list_node, self.setup)
+        self.namespaces = ResourceCache("namespaces", self.core.list_namespace, self.setup)
+        """Namespace labels, for pod affinity's namespace selectors."""
+        self.claims = ResourceCache(
+            "persistentvolumeclaims",
+            self.core.list_persistent_volume_claim_for_all_namespaces,
+            self.setup,
+        )
+        self.volumes = ResourceCache(
+            "persistentvolumes", self.core.list_persistent_volume, self.setup
+        )
+        self.storage_classes = ResourceCache(
+            "storageclasses", StorageV1Api(api_client).list_storage_class, self.setup
+        )
+        """Claims, volumes and classes: a pending pod's bound volumes pin it to their nodes."""
+        self.disruption_budgets = ResourceCache(
+            "poddisruptionbudgets",
+            PolicyV1Api(api_client).list_pod_disruption_budget_for_all_namespaces,
+            self.setup,
+        )
+        """PodDisruptionBudgets: preemption prefers victims whose eviction they allow."""
         self.pods = ResourceCache(
             "pods", self.core.list_pod_for_all_namespaces, self.setup, older=older_pod
         )
@@ -141,7 +180,7 @@ class Operator:
         self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
         self.recovery = GangRecovery(self.core, recovery_policy(config.policy.spec.recovery))
-        self.partial_gangs = PartialGangs(self.core)
+        self.partial_gangs = PartialGangs(self.core, config.scheduler_names)
         self.jobs = ResourceCache("gpujobs", self.job_controller.list_function, self.setup)
         self.budgets = ResourceCache(
             "powerbudgets",
@@ -179,9 +218,7 @@ class Operator:
         self.queue_writer = QueueWriter(self.core, custom, self.queues, self.pods)
         queueing = config.policy.spec.queueing
         self._ordering = make_ordering(queueing.ordering, queueing.params)
-        self._preemption = PreemptionRules(
-            queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
-        )
+        self._preemption = PreemptionRules.of(queueing)
         self.history: BufferedStore | None = None
         self.job_history: JobHistoryRecorder | None = None
         if config.database_url:
@@ -234,11 +271,16 @@ class Operator:
         self._rng = np.random.default_rng(config.seed)
         self._observed: set[str] = set()
         self.stats = OperatorStats()
+        self.gc_pauses = GcPauses()
+        """The cyclic collector's pauses while this operator runs (a metric)."""
         self.stragglers = StragglerWatch()
         self._bind_pool: ThreadPoolExecutor | None = None
+        self.events = EventQueue(self.core)
+        """Each bound pod's Scheduled Event, written off the binding threads."""
         # nodes and pods translated once while the caches hold the same objects
         self._node_of = SameObjectMemo(node_from_k8s)
         self._request_of = SameObjectMemo(pod_from_k8s)
+        self._facts_of = SameObjectMemo(node_facts_from_k8s)
         self._pending_events = PendingEventWriter(self.core, self.stats)
         self.writers: tuple[PlanWriter, ...] = (
             MoveWriter(self.core, self.stats),
@@ -261,6 +303,7 @@ class Operator:
                 self._binding_pool,
                 self._pending_events,
                 self.stats,
+                self.events,
             ),
             self._pending_events,
             QueueStatusWriter(self.queue_writer),
@@ -279,6 +322,9 @@ class Operator:
             self.metrics = MetricsServer(self, port=self.config.metrics_port)
         self.nodes.start(stop)
         self.pods.start(stop)
+        self.disruption_budgets.start(stop)
+        for cache in (self.namespaces, self.claims, self.volumes, self.storage_classes):
+            cache.start(stop)
         self.jobs.start(stop)
         self.budgets.start(stop)
         self.queues.start(stop)
@@ -307,6 +353,8 @@ class Operator:
             daemon=True,
         )
         renewer.start()
+        self.gc_pauses.install()
+        heap = HeapKeeper() if self.config.freeze_heap else None
         try:
             while not stop.is_set():
                 if self.elector.is_leader():
@@ -315,9 +363,12 @@ class Operator:
                     self._reload_policy()
                     self._cycle_safely()
                     self._apply_retention()
+                    if heap is not None:
+                        heap.after_cycle()
                 if not self.jobs.changed.is_set():
                     self.pods.changed.wait(self.config.cycle_interval_s)
         finally:
+            self.gc_pauses.remove()
             power_stop.set()
             renew_stop.set()
             if power is not None:
@@ -326,6 +377,7 @@ class Operator:
             if self._bind_pool is not None:
                 self._bind_pool.shutdown(wait=True)
                 self._bind_pool = None
+            self.events.close()
             self.elector.release()
             if self.metrics is not None:
                 self.metrics.stop()
@@ -395,9 +447,7 @@ class Operator:
         self._strategy, self._ordering = strategy, ordering
         self.recovery.set_policy(recovery_policy(policy.spec.recovery))
         self.hetero = hetero
-        self._preemption = PreemptionRules(
-            queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
-        )
+        self._preemption = PreemptionRules.of(queueing)
         self._scheduler = None  # rebuilt with the new strategy on this cycle
         self._observed = set()
 
@@ -454,6 +504,7 @@ class Operator:
         dra = self.dra.cycle()
         self._node_of.new_cycle()
         self._request_of.new_cycle()
+        self._facts_of.new_cycle()
         # the cached objects themselves (the watch replaces an object, never edits one): copying
         # every pod and node each cycle cost about 0.1 s per 1,000 pods; the cycle only reads
         # them, and a binding it assumes is a new object (`BindingWriter`)
@@ -470,8 +521,20 @@ class Operator:
         )
         faults = gpu_faults(gpunodes)
         layouts = {**topo.layouts, **dra.layouts()}  # the devices claims will name
+        namespace_labels = {
+            str(ns["metadata"]["name"]): ns["metadata"].get("labels") or {}
+            for ns in self.namespaces.values()
+        }
         snapshot = build_snapshot(
-            nodes, pods, layouts, faults, self.recovery.policy, self._node_of, self._request_of
+            nodes,
+            pods,
+            layouts,
+            faults,
+            self.recovery.policy,
+            self._node_of,
+            self._request_of,
+            self._facts_of,
+            namespace_labels,
         )
         dra.account(snapshot, pods)
         if self.power_loop is not None:
@@ -482,7 +545,14 @@ class Operator:
                 self._strategy, snapshot.node_count, rank_rng
             )
             self._node_names = snapshot.node_names
-        running = running_gangs(pods, snapshot)
+        self._scheduler.preferences = self.policy.spec.scoring.preferences
+        running = running_gangs(
+            pods,
+            snapshot,
+            self.config.scheduler_names,
+            self.disruption_budgets.values(),
+            self._request_of,
+        )
         self._scheduler.topology = topo.placement(
             snapshot.node_names,
             nodes,
@@ -491,7 +561,15 @@ class Operator:
             running_topology_gangs(pods, running) if topo.spec is not None else (),
         )
         self._topology_cycle = topo
-        work = pending_work(pods, dra.request if dra.active else None, self._request_of)
+        work = pending_work(
+            pods,
+            dra.request if dra.active else None,
+            self._request_of,
+            self.config.scheduler_names,
+            VolumeView(
+                self.claims.values(), self.volumes.values(), self.storage_classes.values()
+            ).request,
+        )
         topology_gangs = {group.name for group in work.groups if group.topology is not None}
         if self._scheduler.topology is None:
             work = hold_topology_gangs(work)
@@ -508,6 +586,7 @@ class Operator:
             gangs=pending_queues(work, pods),
             now_s=now,
             model_choices=hetero.choices,
+            awaiting_victims=awaiting_victims(pods),
         )
         by_key = {pod_key(p): p for p in pods}
         rows = {name: row for row, name in enumerate(snapshot.node_names)}
@@ -534,6 +613,7 @@ class Operator:
             hetero=hetero,
             topology_gangs=topology_gangs,
             reserver=ClaimReserver(self.dra, dra, by_key),
+            gated=work.gated,
         )
         return cycle, work, queues
 
@@ -575,7 +655,9 @@ class Operator:
             except InvalidRequestError:
                 continue
             spec = pod.get("spec") or {}
-            if spec.get("schedulerName") == SCHEDULER_NAME and not spec.get("nodeName"):
+            if spec.get("schedulerName") in self.config.scheduler_names and not spec.get(
+                "nodeName"
+            ):
                 created = _parse_time(pod["metadata"].get("creationTimestamp"))
                 if created is not None:
                     pending_created.append(created)

@@ -116,6 +116,13 @@ seccompProfile:
   value: "1"
 {{- end -}}
 
+{{/* One --scheduler-name per served name (schedulerNames), for the operator and the API. */}}
+{{- define "voltpack.schedulerNameArgs" -}}
+{{- range .Values.schedulerNames }}
+- {{ printf "--scheduler-name=%s" . | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* The API container (sidecar or its own Deployment). */}}
 {{- define "voltpack.apiContainer" -}}
 - name: api
@@ -131,6 +138,7 @@ seccompProfile:
     - --token-file=/var/run/voltpack/api/tokens.csv
     {{- end }}
     - --database-url=$(VOLTPACK_DATABASE_URL)
+    {{- include "voltpack.schedulerNameArgs" . | nindent 4 }}
     {{- range .Values.api.extraArgs }}
     - {{ . | quote }}
     {{- end }}

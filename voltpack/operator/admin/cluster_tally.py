@@ -10,8 +10,10 @@ node's GPUs and model as the scheduler reads them; GPUs allocated on a node as t
 GPU requests of its bound, still-running pods (whole GPUs, or a share), at most its GPUs (the
 snapshot the views use cannot allocate more either); a job is a group of voltpack pods (a pod
 group, or one pod), pending while any of its pods is unbound; pending pods are unbound,
-unfinished voltpack pods; a domain's power is its PowerBudget's `status.powerW`, else the sum of
-its nodes' GPU readings when every node has one.
+unfinished voltpack pods; a voltpack pod is one whose `schedulerName` the operator serves
+(`scheduler_names`: `--scheduler-name` of `voltpack operator` and `voltpack api`); a domain's
+power is its PowerBudget's `status.powerW`, else the sum of its nodes' GPU readings when every
+node has one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from voltpack.model.admin import ClusterSummary
 from voltpack.model.cluster import MILLI_PER_GPU
 from voltpack.model.errors import InvalidRequestError
 from voltpack.operator.kube.cache import object_key
-from voltpack.operator.kube.conventions import POD_GROUP_ANNOTATION, SCHEDULER_NAME
+from voltpack.operator.kube.conventions import POD_GROUP_ANNOTATION, SERVED_SCHEDULERS
 from voltpack.operator.kube.translate import node_from_k8s, pod_from_k8s
 from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES
 
@@ -68,7 +70,9 @@ def _node_facts(node: Obj) -> _NodeFacts | None:
     return _NodeFacts(ready, model, empty.gpu_count, labels)
 
 
-def _pod_facts(pod: Obj) -> _PodFacts:
+def _pod_facts(pod: Obj, scheduler_names: frozenset[str] = SERVED_SCHEDULERS) -> _PodFacts:
+    """What the tally counts of one pod; `scheduler_names`: the `schedulerName`s whose pods are
+    voltpack's (jobs, pending and unbound pods)."""
     spec = pod.get("spec") or {}
     meta = pod["metadata"]
     node = spec.get("nodeName")
@@ -79,7 +83,7 @@ def _pod_facts(pod: Obj) -> _PodFacts:
             milli = pod_from_k8s(pod).gpu_request_milli
         except InvalidRequestError:
             milli = 0  # the snapshot does not account it either
-    ours = spec.get("schedulerName") == SCHEDULER_NAME
+    ours = spec.get("schedulerName") in scheduler_names
     group = None
     if ours:
         name = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) or meta["name"]
@@ -106,11 +110,15 @@ class ClusterTally:
     """Counters over nodes, pods, GPUNodes, PowerBudgets and Queues, fed by cache events.
 
     Each `*_listener` is a `CacheListener` for the `ResourceCache` of that kind. Thread safe:
-    every cache calls from its own watch thread.
+    every cache calls from its own watch thread. `scheduler_names`: the `schedulerName`s whose
+    pods count as voltpack's (the names the operator serves).
     """
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, clock: Callable[[], float], scheduler_names: frozenset[str] = SERVED_SCHEDULERS
+    ) -> None:
         self._clock = clock
+        self.scheduler_names = scheduler_names
         self._lock = threading.Lock()
         self._nodes: dict[str, _NodeFacts] = {}
         self._ready = 0
@@ -224,14 +232,14 @@ class ClusterTally:
             self._group_pods, self._group_unbound = Counter(), Counter()
             self._waiting_groups = 0
             for obj in objects:
-                self._add_pod(object_key(obj), _pod_facts(obj), +1)
+                self._add_pod(object_key(obj), _pod_facts(obj, self.scheduler_names), +1)
 
     def _pod_changed(self, old: Obj | None, new: Obj | None) -> None:
         with self._lock:
             if old is not None:
                 self._add_pod(object_key(old), self._pods.get(object_key(old)), -1)
             if new is not None:
-                self._add_pod(object_key(new), _pod_facts(new), +1)
+                self._add_pod(object_key(new), _pod_facts(new, self.scheduler_names), +1)
 
     # -- GPUNodes, PowerBudgets, Queues -----------------------------------------------------
 

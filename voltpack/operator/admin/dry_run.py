@@ -16,6 +16,7 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from voltpack.model.admin import DryRunResult, PlacementChange
 from voltpack.operator.kube.cache import ResourceCache
+from voltpack.operator.kube.conventions import SERVED_SCHEDULERS
 from voltpack.operator.power.loop import PowerCaches, PowerLoop
 from voltpack.operator.power.objects import action_of
 from voltpack.operator.scheduling.cluster_view import build_snapshot, pending_work
@@ -38,12 +39,14 @@ def plan_dry_run(
     clock: Callable[[], float],
     core: CoreV1Api,
     custom: CustomObjectsApi,
+    scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
 ) -> DryRunResult:
     """What `policy` would bind, leave pending (why), preempt and cap on the cluster in
-    `caches` (`DRY_RUN_KINDS`); `core` and `custom` are never written through."""
+    `caches` (`DRY_RUN_KINDS`), for the pods of `scheduler_names` (the names the operator
+    serves); `core` and `custom` are never written through."""
     nodes, pods = caches["nodes"].values(), caches["pods"].values()
     snapshot = build_snapshot(nodes, pods)
-    work = pending_work(pods)
+    work = pending_work(pods, scheduler_names=scheduler_names)
     # gangs with a topology request are placed by the operator's topology placement, which
     # the dry run does not rebuild: they are reported as staying pending, not placed pod by pod
     previewed = [group for group in work.groups if group.topology is None]
@@ -60,10 +63,8 @@ def plan_dry_run(
     context = SessionQueues(
         tree=queue_tree(caches["queues"].values()),
         ordering=make_ordering(queueing.ordering, queueing.params),
-        rules=PreemptionRules(
-            queueing.min_runtime_s, queueing.reclaim, queueing.priority_preemption
-        ),
-        running=running_gangs(pods, snapshot),
+        rules=PreemptionRules.of(queueing),
+        running=running_gangs(pods, snapshot, scheduler_names),
         gangs=pending_queues(work, pods),
         now_s=clock(),
     )

@@ -27,6 +27,7 @@ from voltpack.model.admin import DryRunResult
 from voltpack.model.errors import VoltpackError
 from voltpack.operator.admin.dry_run import DRY_RUN_KINDS, plan_dry_run
 from voltpack.operator.kube.cache import ResourceCache
+from voltpack.operator.kube.conventions import SERVED_SCHEDULERS
 from voltpack.policies.schema import PolicyFile
 
 CHUNK_OBJECTS = 500
@@ -44,13 +45,18 @@ def run_in_child(
     policy: PolicyFile,
     now_s: float,
     timeout_s: float = TIMEOUT_S,
+    scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
 ) -> DryRunResult:
     """Plan `policy` over `objects` (per kind of `DRY_RUN_KINDS`) at `now_s` in a child
-    process; DryRunProcessError when it fails or does not answer within `timeout_s`."""
+    process, for the pods of `scheduler_names`; DryRunProcessError when it fails or does not
+    answer within `timeout_s`."""
     child = _CHILDREN.take()
     assert child.stdin is not None
     try:
-        send(child.stdin, {"policy": policy, "now_s": now_s})
+        send(
+            child.stdin,
+            {"policy": policy, "now_s": now_s, "scheduler_names": sorted(scheduler_names)},
+        )
         for kind in DRY_RUN_KINDS:
             items = objects.get(kind, [])
             send(child.stdin, {"kind": kind, "count": len(items)})
@@ -125,7 +131,12 @@ def main() -> None:
     policy: PolicyFile = header["policy"]
     unused = ApiClient()  # a dry run reads the caches only; nothing is ever sent through it
     result = plan_dry_run(
-        caches, policy, lambda: float(header["now_s"]), CoreV1Api(unused), CustomObjectsApi(unused)
+        caches,
+        policy,
+        lambda: float(header["now_s"]),
+        CoreV1Api(unused),
+        CustomObjectsApi(unused),
+        frozenset(header["scheduler_names"]),
     )
     stdout.write(result.model_dump_json().encode())
     stdout.flush()

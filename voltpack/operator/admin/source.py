@@ -44,6 +44,7 @@ from voltpack.operator.admin.views import AdminViews
 from voltpack.operator.kube.cache import ResourceCache
 from voltpack.operator.kube.conventions import (
     MANUAL_CAP_ANNOTATION,
+    SERVED_SCHEDULERS,
 )
 from voltpack.operator.kube.policy_reload import POLICY_KEY
 from voltpack.operator.kube.setup_problems import setup_log_for
@@ -67,10 +68,13 @@ class KubeAdminSource:
         clock: Callable[[], float] = time.time,
         sync_timeout_s: float = 60.0,
         stale_after_s: float = 10.0,
+        scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
     ) -> None:
         """`sync_timeout_s`: how long the first read waits for the first lists;
         `stale_after_s`: how long the caches may fail to reach the API server before reads
-        answer 503 rather than the last state they heard of."""
+        answer 503 rather than the last state they heard of; `scheduler_names`: the
+        `schedulerName`s the operator serves (its `--scheduler-name`), whose pods are
+        voltpack's jobs, pending and unbound pods."""
         self._client = api_client
         self._core = CoreV1Api(api_client)
         self._custom = CustomObjectsApi(api_client)
@@ -80,6 +84,7 @@ class KubeAdminSource:
         self._clock = clock
         self._sync_timeout_s = sync_timeout_s
         self._stale_after_s = stale_after_s
+        self.scheduler_names = scheduler_names
         self._start_lock = threading.Lock()
         self._stop = threading.Event()
         self._started = False
@@ -112,14 +117,14 @@ class KubeAdminSource:
                 "resourceclaims", resource.list_resource_claim_for_all_namespaces, setup
             ),
         }
-        self.tally = ClusterTally(clock)
+        self.tally = ClusterTally(clock, scheduler_names)
         """The summary's counters, fed by the caches' watch events."""
         self._caches["nodes"].add_listener(self.tally.nodes_listener)
         self._caches["pods"].add_listener(self.tally.pods_listener)
         self._caches["gpunodes"].add_listener(self.tally.gpunodes_listener)
         self._caches["powerbudgets"].add_listener(self.tally.budgets_listener)
         self._caches["queues"].add_listener(self.tally.queues_listener)
-        self.views = AdminViews()
+        self.views = AdminViews(scheduler_names)
         """Node, job and power-domain views, kept from the caches' watch events."""
         for kind, listener in (
             ("nodes", self.views.nodes_listener),
@@ -229,7 +234,8 @@ class KubeAdminSource:
         return self.views.node(name)
 
     def jobs(self) -> list[JobView]:
-        """GPUJobs, pod groups and single voltpack pods, by namespace/name (O(cluster))."""
+        """GPUJobs, pod groups and single pods of the served scheduler names, by namespace/name
+        (O(cluster))."""
         self._ready()
         return self.views.jobs()
 
@@ -309,11 +315,12 @@ class KubeAdminSource:
         raise KeyError(domain)
 
     def dry_run(self, policy: PolicyFile) -> DryRunResult:
-        """One scheduling cycle and one power tick with `policy` on the cluster as it is, in a
-        child process over a copy of the caches (`dry_run_process`); nothing is written."""
+        """One scheduling cycle and one power tick with `policy` on the cluster as it is, for the
+        pods of the served scheduler names, in a child process over a copy of the caches
+        (`dry_run_process`); nothing is written."""
         self._ready()
         objects = {kind: self._caches[kind].values() for kind in DRY_RUN_KINDS}
-        return run_in_child(objects, policy, self._clock())
+        return run_in_child(objects, policy, self._clock(), scheduler_names=self.scheduler_names)
 
     # -- PolicyHolder ----------------------------------------------------------------------
 

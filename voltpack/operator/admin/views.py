@@ -9,7 +9,8 @@ costs O(limit) whatever the cluster's size; one node or job costs O(1).
 
 Each view is what `full_node_views` / `full_job_views` (the whole recomputation, kept as the
 reference) give for it: the same snapshot arithmetic, on the node's own pods in the caches'
-order.
+order. Jobs are made of voltpack pods: those whose `schedulerName` is one of `scheduler_names`
+(the names the operator serves, `--scheduler-name`); both computations take the same names.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from voltpack.operator.kube.conventions import (
     PLACEMENT_REASON_ANNOTATION,
     POD_GROUP_ANNOTATION,
     RANK_ANNOTATION,
-    SCHEDULER_NAME,
+    SERVED_SCHEDULERS,
 )
 from voltpack.operator.kube.translate import (
     gpu_indices,
@@ -307,9 +308,10 @@ def latest_reasons(events: Iterable[Obj]) -> dict[str, str]:
     return {key: message for key, (_, message) in latest.items()}
 
 
-def job_of(pod: Obj) -> str | None:
-    """`namespace/group` of a voltpack pod's job (its pod group, or itself); None otherwise."""
-    if (pod.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
+def job_of(pod: Obj, scheduler_names: frozenset[str] = SERVED_SCHEDULERS) -> str | None:
+    """`namespace/group` of a voltpack pod's job (its pod group, or itself); None for a pod
+    whose `schedulerName` is not one of `scheduler_names`."""
+    if (pod.get("spec") or {}).get("schedulerName") not in scheduler_names:
         return None
     meta = pod["metadata"]
     group = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) or meta["name"]
@@ -366,11 +368,13 @@ def full_job_views(
     events: list[Obj],
     claims: Mapping[str, Mapping[str, Any]],
     devices: Mapping[DeviceId, Device],
+    scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
 ) -> list[JobView]:
-    """Every job's view from the whole cluster at once, sorted by `namespace/name`."""
+    """Every job's view from the whole cluster at once, sorted by `namespace/name`; the jobs
+    are the pods of `scheduler_names`, grouped."""
     groups: dict[str, list[Obj]] = {}
     for pod in pods:
-        key = job_of(pod)
+        key = job_of(pod, scheduler_names)
         if key is not None:
             groups.setdefault(key, []).append(pod)
     jobs = {gpujob_key(j): j for j in gpujobs}
@@ -462,10 +466,12 @@ class AdminViews:
 
     Each `*_listener` is a `CacheListener` for the `ResourceCache` of that kind; thread safe
     (every cache calls from its own watch thread, requests from theirs). `node_revision` and
-    `job_revision` grow with every change that can touch those lists.
+    `job_revision` grow with every change that can touch those lists. `scheduler_names`: the
+    `schedulerName`s whose pods make the jobs (the names the operator serves).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, scheduler_names: frozenset[str] = SERVED_SCHEDULERS) -> None:
+        self.scheduler_names = scheduler_names
         self._lock = threading.RLock()
         self._nodes = _Ordered()
         self._node_keys = _Keys()
@@ -613,7 +619,7 @@ class AdminViews:
         if node:
             self._pods_on.setdefault(node, set()).add(key)
             self._stale_node(node)
-        job = job_of(pod)
+        job = job_of(pod, self.scheduler_names)
         if job is not None:
             self._job_of[key] = job
             if job not in self._jobs:

@@ -12,7 +12,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
@@ -56,6 +56,10 @@ def object_key(obj: dict[str, Any]) -> str:
     """`namespace/name`, or `name` for cluster-scoped objects."""
     meta = obj["metadata"]
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+def _uid(obj: Mapping[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("uid")
 
 
 def _never_listed(**_: Any) -> Any:
@@ -134,14 +138,21 @@ class ResourceCache:
             found = self._objects.get(key)
             return copy.deepcopy(found) if found is not None else None
 
-    def assume(self, obj: dict[str, Any]) -> None:
-        """Record a change this process made before the watch reports it."""
+    def assume(self, obj: dict[str, Any]) -> bool:
+        """Record a change this process made to a cached object before the watch reports it;
+        False (nothing changed) when the cache no longer holds that object (the same uid): the
+        watch has reported it deleted since it was read, and bringing it back would keep a
+        pod that is gone, whose GPUs no later event would free."""
         new = copy.deepcopy(obj)
+        key = object_key(obj)
         with self._lock:
-            old = self._objects.get(object_key(obj))
-            self._objects[object_key(obj)] = new
+            old = self._objects.get(key)
+            if old is None or _uid(old) != _uid(new):
+                return False
+            self._objects[key] = new
             self.generation += 1
             self._tell(old, new)
+            return True
 
     def forget(self, key: str) -> None:
         """Record a deletion this process made before the watch reports it."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from kubernetes import client, config
 
-POOL_CONNECTIONS = 32
-"""HTTP connections kept open to the API server: one per cache's watch plus the binding
-threads (the client's default, 5 per CPU, would open and drop a connection per binding)."""
+POOL_CONNECTIONS = 64
+"""HTTP connections kept open to the API server: one per cache's watch (16), the binding
+threads (16), the Event threads (2), the power loop's and the Lease's, with room to spare. When
+more are in use at once, urllib3 opens another and closes it after one request (a TLS handshake
+each time); the client's default, 5 per CPU, would do that for most bindings."""
 
 
 def api_client(server: str | None = None) -> client.ApiClient:

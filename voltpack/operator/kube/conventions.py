@@ -9,6 +9,10 @@ from voltpack.model.topology_request import (
 )
 
 SCHEDULER_NAME = "voltpack"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""The name kube-scheduler serves, and pods without `schedulerName` get."""
+SERVED_SCHEDULERS: frozenset[str] = frozenset({SCHEDULER_NAME})
+"""The `schedulerName`s the operator schedules by default (`--scheduler-name` adds more)."""
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """Extended resource of whole GPUs (as the NVIDIA device plugin advertises them)."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
 from voltpack.model.cluster import MILLI_PER_GPU, Node
@@ -24,6 +24,9 @@ from voltpack.operator.kube.conventions import (
     RDMA_PERCENT_RESOURCE,
     SCHEDULER_NAME,
 )
+from voltpack.operator.kube.node_facts import resource_amount
+from voltpack.operator.kube.pod_constraints import pod_constraints
+from voltpack.operator.kube.pod_requests import effective_requests, quantity
 
 MIB = 2**20
 
@@ -35,10 +38,7 @@ def pod_key(pod: dict[str, Any]) -> str:
 
 
 def _quantity(value: Any, where: str) -> Decimal:
-    try:
-        return Decimal(parse_quantity(value))
-    except (ValueError, TypeError):
-        raise InvalidRequestError(f"{where}: {value!r} is not a Kubernetes quantity") from None
+    return quantity(value, where)
 
 
 def _sum_resource(pod: dict[str, Any], resource: str, key: str) -> Decimal:
@@ -53,14 +53,17 @@ def _sum_resource(pod: dict[str, Any], resource: str, key: str) -> Decimal:
 
 
 def pod_from_k8s(pod: dict[str, Any]) -> Pod:
-    """The voltpack request of a pod: CPU and memory requests, whole GPUs or a GPU share.
+    """The voltpack request of a pod: its effective requests (init containers, sidecars,
+    pod-level resources and overhead counted as kube-scheduler counts them), whole GPUs or a GPU
+    share, and the constraints of its spec.
 
     Raises InvalidRequestError naming the pod and the field when the pod asks for something
     voltpack cannot understand.
     """
     key = pod_key(pod)
     annotations = pod["metadata"].get("annotations") or {}
-    num_gpu = int(_sum_resource(pod, GPU_RESOURCE, key))
+    requests = effective_requests(pod, key)
+    num_gpu = int(requests.get(GPU_RESOURCE, 0))
     gpu_milli = MILLI_PER_GPU if num_gpu else 0
     share = annotations.get(GPU_MILLI_ANNOTATION)
     if share is not None:
@@ -78,16 +81,27 @@ def pod_from_k8s(pod: dict[str, Any]) -> Pod:
         num_gpu = 1
     models = tuple(m for m in (annotations.get(GPU_MODELS_ANNOTATION) or "").split("|") if m)
     rdma_percent = _rdma_percent(pod, key, annotations)
+    resources = tuple(
+        sorted(
+            (name, resource_amount(name, amount, f"pod {key}: {name}"))
+            for name, amount in requests.items()
+            if name != "cpu"
+        )
+    )
     try:
         return Pod(
             name=key,
-            cpu_milli=int(_sum_resource(pod, "cpu", key) * 1000),
-            memory_mib=int(_sum_resource(pod, "memory", key) / MIB),
+            cpu_milli=math.ceil(requests.get("cpu", Decimal(0)) * 1000),
+            # floored like the node's: pods that fit in bytes (the exact check, `resources`)
+            # then also fit in MiB, which the packing scores read
+            memory_mib=int(requests.get("memory", Decimal(0)) / MIB),
             num_gpu=num_gpu,
             gpu_milli=gpu_milli,
             gpu_models=models,
             priority=pod_priority(pod),
             rdma_percent=rdma_percent,
+            resources=resources,
+            constraints=pod_constraints(pod, key),
         )
     except ValidationError as exc:
         raise InvalidRequestError(str(exc.errors()[0]["msg"])) from None
@@ -169,7 +183,7 @@ def node_from_k8s(node: dict[str, Any]) -> Node:
     model = next((labels[label] for label in GPU_MODEL_LABELS if labels.get(label)), None)
     return Node.empty(
         name=name,
-        cpu_milli=int(_quantity(allocatable.get("cpu", "0"), f"node {name}: cpu") * 1000),
+        cpu_milli=math.ceil(_quantity(allocatable.get("cpu", "0"), f"node {name}: cpu") * 1000),
         memory_mib=int(_quantity(allocatable.get("memory", "0"), f"node {name}: memory") / MIB),
         gpu_count=gpus,
         gpu_model=model or ("unknown" if gpus else None),

@@ -301,13 +301,15 @@ class PowerLoop:
                         "needs watts (add the model to voltpack/model/gpu_skus.yaml)"
                     )
                     budget = domains.budgets.get(tree.domains_of_node(node)[0].name)
-                    if self._tell_once(f"gpu/{node}/{index}", problem) and budget is not None:
-                        self._event(budget, "PowerBudget", "GpuModelUnknown", problem, True)
+                    self._warn_once(
+                        f"gpu/{node}/{index}", problem, budget, "PowerBudget", "GpuModelUnknown"
+                    )
                 if isinstance(ladder, str):
                     problem = f"GPU {node}/{index} is neither controlled nor counted: {ladder}"
                     budget = domains.budgets.get(tree.domains_of_node(node)[0].name)
-                    if self._tell_once(f"gpu/{node}/{index}", problem) and budget is not None:
-                        self._event(budget, "PowerBudget", "GpuNotControlled", problem, True)
+                    self._warn_once(
+                        f"gpu/{node}/{index}", problem, budget, "PowerBudget", "GpuNotControlled"
+                    )
                     continue
                 gpus.append(GpuLocation(node, index, ladder.sku))
         return gpus
@@ -319,6 +321,25 @@ class PowerLoop:
         self._reported[key] = message
         log.warning("%s", message)
         return True
+
+    def _warn_once(
+        self,
+        key: str,
+        problem: str,
+        obj: dict[str, Any] | None,
+        kind: str,
+        reason: str,
+        message: str | None = None,
+    ) -> None:
+        """A Warning Event on `obj` (`message`, default the problem) the first time `problem`
+        is told for `key`; one the API server did not take is tried again on the next tick.
+        Without an object the problem is only logged."""
+        if (
+            self._tell_once(key, problem)
+            and obj is not None
+            and not self._event(obj, kind, reason, message or problem, warning=True)
+        ):
+            self._reported.pop(key, None)
 
     def _ensure_controller(
         self, domains: Domains, gpus: list[GpuLocation], gpunodes: Mapping[str, dict[str, Any]]
@@ -512,8 +533,9 @@ class PowerLoop:
             budget = budgets[name]
             kept = name in domains.kept
             told = spec_condition(problem, kept)["message"]
-            if self._tell_once(f"budget/{name}", problem):
-                self._event(budget, "PowerBudget", "InvalidPowerBudget", told, warning=True)
+            self._warn_once(
+                f"budget/{name}", problem, budget, "PowerBudget", "InvalidPowerBudget", told
+            )
             if kept:
                 continue  # its status comes from the domain's report, as any other
             condition = {"status": "Unknown", "reason": "Invalid", "message": problem}
@@ -538,8 +560,7 @@ class PowerLoop:
                 f"{name}: power settings not applied ({reason}): {applied.get('message') or ''}; "
                 "the power loop counts these GPUs at what they report applied"
             )
-            if self._tell_once(key, message):
-                self._event(gpunode, "GPUNode", "PowerSettingsNotApplied", message, warning=True)
+            self._warn_once(key, message, gpunode, "GPUNode", "PowerSettingsNotApplied")
         self._actuation_failures = failing
 
     def _write_status(
@@ -584,8 +605,11 @@ class PowerLoop:
 
     def _event(
         self, obj: dict[str, Any], kind: str, reason: str, message: str, warning: bool
-    ) -> None:
+    ) -> bool:
+        """Whether the Event was recorded (a read-only loop records none and counts it so)."""
         if self.read_only:
-            return
+            return True
         involved = {"apiVersion": VOLTPACK_API_VERSION, "kind": kind, "metadata": obj["metadata"]}
-        record_event(self.core, involved, reason, message, "Warning" if warning else "Normal")
+        return record_event(
+            self.core, involved, reason, message, "Warning" if warning else "Normal"
+        )

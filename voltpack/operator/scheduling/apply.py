@@ -30,6 +30,8 @@ class OperatorStats:
     bound: int = 0
     bind_failures: int = 0
     evicted_gangs: int = 0
+    nominated: int = 0
+    """Pods given a `nominatedNodeName` while the pods they preempted terminate."""
     undone_gangs: int = 0
     """Gangs bound in part and undone (a failed binding, or found partly bound later)."""
     moved_jobs: int = 0
@@ -67,6 +69,8 @@ class CycleInput:
     """Gangs with a topology request (their placement reason is recorded on the pods)."""
     reserver: ClaimReserver
     """The Reserve step's results: the claim writes of each gang it reserved."""
+    gated: set[str] = field(default_factory=set)
+    """Pods held for their scheduling gates."""
     assumed: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Pods bound by this cycle, as the binding made them (for the writers after it)."""
 

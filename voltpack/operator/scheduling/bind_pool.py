@@ -17,8 +17,9 @@ from kubernetes.client import CoreV1Api
 from voltpack.model.decision import Placement
 from voltpack.operator.dra.support import GangClaims
 from voltpack.operator.dra.writer import ClaimWrite
-from voltpack.operator.kube.binder import GangBindResult, bind_gang
+from voltpack.operator.kube.binder import GangBindResult, bind_gang, record_event
 from voltpack.operator.kube.conventions import PLACEMENT_REASON_ANNOTATION
+from voltpack.operator.kube.event_queue import EventQueue
 
 CHUNKS_PER_CALL = 64
 """Gangs are handed to the pool in about this many chunks (each bound in order by one worker)."""
@@ -68,12 +69,32 @@ def with_claims(binding: GangBinding, claims: GangClaims) -> GangBinding:
     )
 
 
+def record_scheduled(
+    core: CoreV1Api, placement: Placement, uid: str | None, events: EventQueue | None = None
+) -> None:
+    """kube-scheduler's Normal `Scheduled` Event on a bound pod ("Successfully assigned
+    NAMESPACE/NAME to NODE"): `kubectl describe` shows it, and tools wait for it. Queued on
+    `events` (written off the binding thread), else written now."""
+    namespace, _, name = placement.pod.partition("/")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+    }
+    message = f"Successfully assigned {placement.pod} to {placement.node}"
+    if events is not None:
+        events.record(pod, "Scheduled", message)
+    else:
+        record_event(core, pod, "Scheduled", message, kind="Normal", raw=True)
+
+
 def bind_gangs(
     core: CoreV1Api,
     bindings: Sequence[GangBinding],
     pool: Executor | None,
     still_leader: Callable[[], bool],
     write_claims: ClaimsWriter | None = None,
+    events: EventQueue | None = None,
 ) -> list[GangBindResult | None]:
     """What binding each gang did, in order; None for a gang not tried because this
     replica stopped leading first (its pods stay pending for the next leader). `pool` binds
@@ -87,7 +108,7 @@ def bind_gangs(
             problem = write_claims(binding.claims)
             if problem:
                 return GangBindResult({p.pod: problem for p in binding.placements})
-        return bind_gang(
+        result = bind_gang(
             core,
             binding.placements,
             binding.uids,
@@ -95,6 +116,10 @@ def bind_gangs(
             binding.ranks,
             binding.owned,
         )
+        if not result.failures:
+            for placement in binding.placements:
+                record_scheduled(core, placement, binding.uids.get(placement.pod), events)
+        return result
 
     if pool is None or len(bindings) <= 1:
         return [bind(b) for b in bindings]

@@ -28,6 +28,12 @@ from voltpack.operator.kube.conventions import (
     PLACEMENT_REASON_ANNOTATION,
     PREDICTED_STEP_ANNOTATION,
 )
+from voltpack.operator.kube.event_queue import EventQueue
+from voltpack.operator.kube.pod_conditions import (
+    SCHEDULING_GATED,
+    UNSCHEDULABLE,
+    mark_unscheduled,
+)
 from voltpack.operator.kube.translate import pod_key
 from voltpack.operator.scheduling.apply import CycleInput, OperatorStats
 from voltpack.operator.scheduling.bind_pool import (
@@ -36,13 +42,17 @@ from voltpack.operator.scheduling.bind_pool import (
     bind_gangs,
     with_claims,
 )
+from voltpack.operator.scheduling.cluster_view import GATED_MESSAGE
 from voltpack.operator.scheduling.gang_recovery import join_ranks
 from voltpack.operator.scheduling.jobs import owning_job
+from voltpack.operator.scheduling.nominations import nominate
 from voltpack.scheduler.session import Plan
 
 
 class PendingEventWriter:
-    """A `FailedScheduling` Event for each pod that waits, when its reason changed."""
+    """A `FailedScheduling` Event for each pod that waits, when its reason changed, and its
+    `PodScheduled=False` condition (reason `Unschedulable`, or `SchedulingGated` with no Event
+    for a gated pod, as kube-scheduler does)."""
 
     def __init__(self, core: CoreV1Api, stats: OperatorStats) -> None:
         self.core, self.stats = core, stats
@@ -61,10 +71,15 @@ class PendingEventWriter:
     def apply(self, plan: Plan, cycle: CycleInput) -> None:
         for key, reason in plan.unplaced.items():
             pod = cycle.by_key.get(key)
-            if pod is not None and self._last.get(key) != reason:
+            if pod is None or self._last.get(key) == reason:
+                continue
+            if key in cycle.gated:
+                mark_unscheduled(self.core, pod, SCHEDULING_GATED, GATED_MESSAGE)
+            else:
                 record_event(self.core, pod, "FailedScheduling", reason)
-                self._last[key] = reason
+                mark_unscheduled(self.core, pod, UNSCHEDULABLE, reason)
                 self.stats.events += 1
+            self._last[key] = reason
 
 
 class BindingWriter:
@@ -79,12 +94,26 @@ class BindingWriter:
         pool: Callable[[], Executor | None],
         pending: PendingEventWriter,
         stats: OperatorStats,
+        events: EventQueue | None = None,
     ) -> None:
+        """`events`: where each bound pod's Scheduled Event is queued (None: written by the
+        binding thread)."""
         self.core, self.pods, self.still_leader = core, pods, still_leader
         self.write_claims, self.pool, self.pending, self.stats = write_claims, pool, pending, stats
+        self.events = events
 
     def apply(self, plan: Plan, cycle: CycleInput) -> None:
         by_key = cycle.by_key
+        preempting = {eviction.by for eviction in plan.evictions}
+        for decision in plan.decisions:
+            if decision.placed and decision.subject in preempting:
+                # its victims terminate gracefully first: nominated now, bound once they are gone
+                self.stats.nominated += nominate(self.core, decision.placements, by_key)
+                for placement in decision.placements:
+                    plan.unplaced[placement.pod] = (
+                        f"{decision.reason}; nominated to node {placement.node}, waiting for the "
+                        "preempted pods to terminate"
+                    )
         allocated = {  # pod -> why the allocation (or the topology placement) chose this
             placement.pod: decision.reason
             for decision in plan.decisions
@@ -108,9 +137,11 @@ class BindingWriter:
                 cycle.reserver.claims.get(decision.subject, GangClaims()),
             )
             for decision in plan.decisions
-            if decision.placed
+            if decision.placed and decision.subject not in preempting
         ]
-        results = bind_gangs(self.core, bindings, self.pool(), self.still_leader, self.write_claims)
+        results = bind_gangs(
+            self.core, bindings, self.pool(), self.still_leader, self.write_claims, self.events
+        )
         for binding, result in zip(bindings, results, strict=True):
             if result is None:  # not tried: the Lease was lost first; the new leader decides
                 continue  # (gangs bound concurrently: a later one may have been bound)
@@ -157,12 +188,17 @@ class BindingWriter:
         rank, NICs, reasons); returns that new object (`pod`, the cached one, is not changed).
 
         Not when the watch has already reported the pod bound: that version is newer than
-        the one the cycle started from (e.g. already Running, with its startTime).
+        the one the cycle started from (e.g. already Running, with its startTime). Not when
+        the watch has reported it deleted since the cycle began (someone deleted it as soon as
+        it was bound): assuming it would bring back a pod that is gone, and no later watch
+        event would take it out again.
         """
         if pod is None:
             return None
         cached = self.pods.peek(pod_key(pod))  # read only: no copy per bound pod
-        if cached is not None and (cached.get("spec") or {}).get("nodeName"):
+        if cached is None:
+            return None
+        if (cached.get("spec") or {}).get("nodeName"):
             return cached
         meta = pod["metadata"]
         bound = {
@@ -170,8 +206,7 @@ class BindingWriter:
             "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **written}},
             "spec": {**(pod.get("spec") or {}), "nodeName": node},
         }
-        self.pods.assume(bound)
-        return bound
+        return bound if self.pods.assume(bound) else None  # not if deleted since the peek
 
 
 def gang_binding(

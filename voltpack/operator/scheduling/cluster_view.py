@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from voltpack.model.cluster import Node
+from voltpack.model.constraints.node_rules import NodeFacts, NodeRules
 from voltpack.model.errors import InvalidRequestError
 from voltpack.model.host_layout import HostLayout
 from voltpack.model.snapshot import ClusterSnapshot
@@ -17,9 +18,10 @@ from voltpack.model.workload import Pod, PodGroup
 from voltpack.operator.kube.conventions import (
     MIN_MEMBERS_ANNOTATION,
     POD_GROUP_ANNOTATION,
-    SCHEDULER_NAME,
+    SERVED_SCHEDULERS,
     WORLD_SIZE_ANNOTATION,
 )
+from voltpack.operator.kube.node_facts import MALFORMED_TAINT, node_facts_from_k8s
 from voltpack.operator.kube.translate import (
     gpu_indices,
     node_from_k8s,
@@ -35,6 +37,9 @@ from voltpack.scheduler.nic_allocation import nic_for_gpus
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+"""kube-scheduler's message for a gated pod (its `PodScheduled` condition, reason
+`SchedulingGated`)."""
 
 
 def _is_active(pod: dict[str, Any]) -> bool:
@@ -49,6 +54,8 @@ def build_snapshot(
     recovery: RecoveryPolicy | None = None,
     node_of: Callable[[dict[str, Any]], Node] = node_from_k8s,
     request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
+    facts_of: Callable[[dict[str, Any]], NodeFacts] = node_facts_from_k8s,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> ClusterSnapshot:
     """The cluster's free resources: node capacity minus every bound, still-running pod.
 
@@ -61,14 +68,20 @@ def build_snapshot(
     GPUs with `faults` (from their GPUNodes, `gpu_faults.gpu_faults`) are cordoned last: taken
     out of the free capacity (the GPU, or its whole node for a reboot; `gpu_faults.py`), the
     pods already on them still accounted. `node_of` and `request_of` translate a node and a
-    pod (`node_from_k8s`, `pod_from_k8s`, or memos of them).
+    pod (`node_from_k8s`, `pod_from_k8s`, or memos of them). The snapshot carries the nodes'
+    rules (`facts_of`: labels, taints, cordons, resources) and every bound pod counts in them,
+    so kube-scheduler's filters hold; `namespace_labels` serve pod affinity's namespace
+    selectors.
     """
     ready = []
-    for empty in sorted((node_of(n) for n in nodes), key=lambda node: node.name):
+    facts = []
+    for empty, raw in sorted(((node_of(n), n) for n in nodes), key=lambda pair: pair[0].name):
         layout = (layouts or {}).get(empty.name)
         fits = layout is not None and layout.gpu_count == empty.gpu_count
         ready.append(empty.model_copy(update={"layout": layout}) if fits else empty)
+        facts.append(_facts(raw, empty.name, facts_of))
     snapshot = ClusterSnapshot.from_nodes(ready)
+    snapshot.rules = NodeRules.from_facts(snapshot.node_names, facts, namespace_labels)
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name or not _is_active(pod):
@@ -91,6 +104,17 @@ def build_snapshot(
     names = {name: row for row, name in enumerate(snapshot.node_names)}
     cordon(snapshot, isolation_of(faults, names, recovery or RecoveryPolicy()))
     return snapshot
+
+
+def _facts(
+    node: dict[str, Any], name: str, facts_of: Callable[[dict[str, Any]], NodeFacts]
+) -> NodeFacts:
+    """A node's facts; a node whose facts cannot be read takes no pod (fail closed)."""
+    try:
+        return facts_of(node)
+    except InvalidRequestError as exc:
+        log.warning("node %s takes no pods: %s", name, exc)
+        return NodeFacts(labels={}, taints=(MALFORMED_TAINT,), unschedulable=True)
 
 
 def _nics_of(
@@ -124,10 +148,14 @@ def pending_work(
     pods: Iterable[dict[str, Any]],
     claims_request: RequestAdjuster | None = None,
     request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
+    scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
+    volumes_request: RequestAdjuster | None = None,
 ) -> PendingWork:
     """Unbound pods for voltpack, grouped by `voltpack.io/pod-group` (a pod alone otherwise).
     A pod with ResourceClaims gets its request from `claims_request` (held without one).
-    `request_of` translates a pod (`pod_from_k8s`, or a memo of it).
+    `request_of` translates a pod (`pod_from_k8s`, or a memo of it); `scheduler_names` are the
+    `schedulerName`s this operator serves; `volumes_request` adds a pod's bound volumes' node
+    affinity (or holds it while a claim cannot be used).
 
     A group's topology request comes from its members' annotations: voltpack's
     (`voltpack.io/topology-required`, ...) or else Kueue's or KAI's (the first member's that has
@@ -142,10 +170,11 @@ def pending_work(
     minimum: dict[str, int] = {}
     topology: dict[str, TopologyRequest] = {}
     running: dict[str, int] = {}
+    gated: dict[str, list[str]] = {}
     for pod in pods:
         spec = pod.get("spec") or {}
         meta = pod["metadata"]
-        if spec.get("schedulerName") != SCHEDULER_NAME:
+        if spec.get("schedulerName") not in scheduler_names:
             continue
         if spec.get("nodeName"):
             placed = meta.get("annotations") or {}
@@ -159,6 +188,14 @@ def pending_work(
             continue
         key = pod_key(pod)
         annotations = meta.get("annotations") or {}
+        group = annotations.get(POD_GROUP_ANNOTATION)
+        group_key = f"{meta.get('namespace', 'default')}/{group}" if group else key
+        if spec.get("schedulingGates"):
+            gates = [str((g or {}).get("name")) for g in spec["schedulingGates"]]
+            work.held[key] = f"{GATED_MESSAGE} ({', '.join(gates)})"
+            work.gated.add(key)
+            gated.setdefault(group_key, []).append(key)
+            continue
         try:
             request = request_of(pod)
             if spec.get("resourceClaims"):
@@ -168,11 +205,11 @@ def pending_work(
                         "serves no resource.k8s.io/v1 devices"
                     )
                 request = claims_request(pod, request)
+            if volumes_request is not None:
+                request = volumes_request(pod, request)
         except InvalidRequestError as exc:
             work.held[key] = str(exc)
             continue
-        group = annotations.get(POD_GROUP_ANNOTATION)
-        group_key = f"{meta.get('namespace', 'default')}/{group}" if group else key
         try:
             request_topology = TopologyRequest.from_pod_annotations(annotations)
         except InvalidRequestError as exc:
@@ -198,6 +235,15 @@ def pending_work(
     )
     for group_key, entries in ordered:
         entries.sort(key=lambda entry: entry[1].name)
+        if group_key in gated:
+            # a gang waits until every member is ungated (as the Workload API's gangs do)
+            for _, request in entries:
+                work.held.setdefault(
+                    request.name,
+                    f"gang {group_key}: waiting for {len(gated[group_key])} member(s) with "
+                    f"scheduling gates ({', '.join(sorted(gated[group_key]))})",
+                )
+            continue
         # an elastic job's members running already count towards its minimum
         wanted = max(minimum.get(group_key, len(entries)) - running.get(group_key, 0), 1)
         if wanted > len(entries):

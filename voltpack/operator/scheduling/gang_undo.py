@@ -35,7 +35,7 @@ from voltpack.operator.kube.binder import (
     undo_members,
 )
 from voltpack.operator.kube.client import api_message, call_json, status_code
-from voltpack.operator.kube.conventions import GANG_BINDING_ANNOTATION, SCHEDULER_NAME
+from voltpack.operator.kube.conventions import GANG_BINDING_ANNOTATION, SERVED_SCHEDULERS
 from voltpack.operator.kube.translate import pod_key
 from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES
 from voltpack.operator.scheduling.jobs import owning_job
@@ -66,14 +66,16 @@ class PartialGang:
         )
 
 
-def partial_gangs(pods: Iterable[dict[str, Any]]) -> dict[str, PartialGang]:
+def partial_gangs(
+    pods: Iterable[dict[str, Any]], scheduler_names: frozenset[str] = SERVED_SCHEDULERS
+) -> dict[str, PartialGang]:
     """Binding attempts with members both bound and pending, by `namespace/attempt`."""
     attempts: dict[str, PartialGang] = {}
     for pod in pods:
         meta = pod["metadata"]
         attempt = (meta.get("annotations") or {}).get(GANG_BINDING_ANNOTATION)
         spec = pod.get("spec") or {}
-        if not attempt or spec.get("schedulerName") != SCHEDULER_NAME or not _active(pod):
+        if not attempt or spec.get("schedulerName") not in scheduler_names or not _active(pod):
             continue
         key = f"{meta.get('namespace', 'default')}/{attempt}"
         gang = attempts.setdefault(key, PartialGang(attempt))
@@ -84,14 +86,17 @@ def partial_gangs(pods: Iterable[dict[str, Any]]) -> dict[str, PartialGang]:
 class PartialGangs:
     """Level-triggered: each cycle, undo the gangs partly bound since an earlier cycle."""
 
-    def __init__(self, core: CoreV1Api) -> None:
+    def __init__(
+        self, core: CoreV1Api, scheduler_names: frozenset[str] = SERVED_SCHEDULERS
+    ) -> None:
         self.core = core
+        self.scheduler_names = scheduler_names
         self._seen: set[str] = set()
 
     def cycle(self, pods: Iterable[dict[str, Any]]) -> list[str]:
         """Undo the partial gangs among `pods` (the cache) seen in the previous cycle too and
         still partial on the API server; returns the pods deleted."""
-        found = partial_gangs(pods)
+        found = partial_gangs(pods, self.scheduler_names)
         due = [key for key in sorted(found) if key in self._seen]
         self._seen = set(found)
         deleted: list[str] = []

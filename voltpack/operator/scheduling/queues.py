@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -21,6 +21,7 @@ from voltpack.model.errors import InvalidRequestError
 from voltpack.model.resources import API_GROUP, API_VERSION, QueueSpec
 from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.work import Eviction, PendingWork, RunningGang
+from voltpack.model.workload import Pod
 from voltpack.operator.kube.binder import record_event
 from voltpack.operator.kube.cache import ResourceCache
 from voltpack.operator.kube.client import api_message, call_json, status_code
@@ -30,14 +31,16 @@ from voltpack.operator.kube.conventions import (
     PREEMPTIBLE_ANNOTATION,
     QUEUE_ANNOTATION,
     RANK_ANNOTATION,
-    SCHEDULER_NAME,
+    SERVED_SCHEDULERS,
     WORLD_SIZE_ANNOTATION,
 )
+from voltpack.operator.kube.pod_conditions import mark_disruption_target, preemption_message
 from voltpack.operator.kube.status_writes import patch_status_guarded
 from voltpack.operator.kube.timestamps import pod_start_s
 from voltpack.operator.kube.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.operator.power.objects import rfc3339, with_transition
 from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES
+from voltpack.operator.scheduling.disruption_budgets import budget_violations
 from voltpack.operator.scheduling.jobs import owning_job
 from voltpack.scheduler.queue_cycle import QueueReport
 from voltpack.scheduler.queues import DEFAULT_QUEUE, QueueTree
@@ -94,25 +97,33 @@ def pending_queues(
     return found
 
 
-def running_gangs(pods: Iterable[dict[str, Any]], snapshot: ClusterSnapshot) -> list[RunningGang]:
+def running_gangs(
+    pods: Iterable[dict[str, Any]],
+    snapshot: ClusterSnapshot,
+    scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
+    budgets: Sequence[dict[str, Any]] = (),
+    request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
+) -> list[RunningGang]:
     """The gangs voltpack placed that still run (pods being deleted are leaving already).
+    `request_of` translates a pod (the operator's remembers the translations of unchanged pods).
 
     A gang's start is the latest start of its pods (None until every pod has started).
     An elastic GPUJob's gang (workers with `voltpack.io/world-size`) may be shrunk to its
     `voltpack.io/min-members` by preemption: its pods come in rank order, the highest last.
+    `budgets` are the cluster's PodDisruptionBudgets (each gang's violations counted).
     """
     members: dict[str, list[tuple[dict[str, Any], Any, int, tuple[int, ...]]]] = {}
     for pod in pods:
         spec, meta = pod.get("spec") or {}, pod["metadata"]
         node_name = spec.get("nodeName")
-        if spec.get("schedulerName") != SCHEDULER_NAME or not node_name:
+        if spec.get("schedulerName") not in scheduler_names or not node_name:
             continue
         if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in (
             TERMINAL_PHASES
         ):
             continue
         try:
-            request = pod_from_k8s(pod)
+            request = request_of(pod)
             node = snapshot.node_index(node_name)
         except (InvalidRequestError, KeyError):
             continue
@@ -134,6 +145,9 @@ def running_gangs(pods: Iterable[dict[str, Any]], snapshot: ClusterSnapshot) -> 
                 started_s=None if None in starts else max(s for s in starts if s is not None),
                 pods=tuple((request, node, gpus) for _, request, node, gpus in entries),
                 min_pods=_elastic_minimum([pod for pod, _, _, _ in entries]),
+                budget_violations=(
+                    budget_violations([pod for pod, _, _, _ in entries], budgets) if budgets else 0
+                ),
             )
         )
     return gangs
@@ -172,7 +186,10 @@ class QueueWriter:
         self._told: dict[str, str] = {}
 
     def evict(self, eviction: Eviction, by_key: Mapping[str, dict[str, Any]]) -> int:
-        """Delete every pod of the victim gang (no grace: its GPUs go to the preemptor now)."""
+        """Delete every pod of the victim gang as kube-scheduler preempts: the `DisruptionTarget`
+        condition (reason `PreemptionByScheduler`) first, then a graceful deletion with the
+        pod's own `terminationGracePeriodSeconds` (a training job can checkpoint on SIGTERM).
+        Its GPUs stay counted until the pod is gone; the preemptor waits, nominated."""
         deleted = 0
         owners: dict[str, dict[str, Any]] = {}
         for request, _, _ in eviction.gang.pods:
@@ -181,19 +198,25 @@ class QueueWriter:
                 continue
             meta = pod["metadata"]
             record_event(self.core, pod, "Preempted", eviction.reason)
+            mark_disruption_target(self.core, pod, preemption_message(pod))
             owner = owning_job(pod)
             if owner is not None:
                 owners[owner["metadata"]["name"]] = owner
             try:
-                call_json(
-                    self.core.delete_namespaced_pod,
-                    meta["name"], meta.get("namespace", "default"), grace_period_seconds=0,
-                )  # fmt: skip
+                reply = call_json(
+                    self.core.delete_namespaced_pod, meta["name"], meta.get("namespace", "default")
+                )
             except Exception as error:
                 if status_code(error) != 404:
                     log.warning("eviction of %s failed: %s", request.name, api_message(error))
                     continue
-            self.pods.forget(request.name)
+                reply = {}
+            if (reply.get("metadata") or {}).get("deletionTimestamp"):
+                # terminating: still holds its node until it is gone (unless the watch has
+                # already reported it gone: `assume` never brings a deleted pod back)
+                self.pods.assume(reply)
+            else:
+                self.pods.forget(request.name)
             deleted += 1
         for job in owners.values():
             record_event(self.core, job, "Preempted", eviction.reason)

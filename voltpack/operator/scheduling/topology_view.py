@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes.client import CustomObjectsApi
@@ -267,7 +267,7 @@ def hold_topology_gangs(work: PendingWork) -> PendingWork:
             continue
         for pod in group.pods:
             held[pod.name] = NO_TOPOLOGY_REASON.format(gang=group.name)
-    return PendingWork(groups=kept, held=held)
+    return replace(work, groups=kept, held=held)  # every other field of the work kept
 
 
 def _condition(status: str, reason: str, message: str) -> dict[str, Any]:
