@@ -22,8 +22,13 @@ KWOK_VERSION := v0.8.0
 K8S_DIR := .tools/k8s/$(K8S_VERSION)
 # the stamp names what is built, so a cached .tools/ from before kube-controller-manager rebuilds
 K8S_STAMP := $(K8S_DIR)/.built-kcm-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
+# kube-scheduler's own Filter plugins at the same pin, as an oracle the tests ask whether a
+# binding is one kube-scheduler would allow (tools/scheduler-oracle, tests/scheduler_oracle.py)
+ORACLE := $(K8S_DIR)/scheduler-oracle
+ORACLE_SOURCES := $(wildcard tools/scheduler-oracle/*.go) tools/scheduler-oracle/go.mod \
+	tools/scheduler-oracle/go.sum tools/scheduler-oracle/build.sh tools/kubernetes/go.mod
 
-.PHONY: demo test lint bench crds clean tools k8s lock lock-check audit image install-e2e
+.PHONY: demo test lint bench crds clean tools k8s e2e-test oracle lock lock-check audit image install-e2e
 
 $(STAMP): pyproject.toml $(LOCK_DEV)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,6 +83,24 @@ $(K8S_STAMP): tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/b
 	KWOK_VERSION=$(KWOK_VERSION) tools/kubernetes/build.sh $(K8S_DIR)
 	ln -sfn $(K8S_VERSION) .tools/k8s/bin
 	touch $@
+
+# Kubernetes' own e2e test binary at the same release (its own module, tools/kubernetes-e2e/, so
+# its many test dependencies never move the control plane's pins): tests/k8s_e2e.py runs its
+# [sig-scheduling] tests on the control plane above (tests/conformance/test_sig_scheduling.py,
+# docs/k8s-conformance.md). About 5 minutes on 2 cores; skipped when built from these pins
+E2E_TEST := $(K8S_DIR)/e2e.test
+e2e-test: $(E2E_TEST)
+
+$(E2E_TEST): tools/kubernetes-e2e/go.mod tools/kubernetes-e2e/go.sum tools/kubernetes-e2e/build.sh
+	tools/kubernetes-e2e/build.sh $(K8S_DIR)
+	ln -sfn $(K8S_VERSION) .tools/k8s/bin
+
+oracle: $(ORACLE)
+
+# skipped when built from these sources already; about 20 s after `make k8s` (kube-scheduler's
+# packages are in the Go build cache), about 11 minutes on 2 busy cores from an empty one
+$(ORACLE): $(ORACLE_SOURCES)
+	tools/scheduler-oracle/build.sh $(K8S_DIR)
 
 # the image, without a Docker daemon or a registry (root, buildah and debootstrap: `apt-get install
 # buildah debootstrap`): a Debian base from Debian's packages, then the Dockerfile on it, both kept

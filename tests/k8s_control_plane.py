@@ -13,9 +13,12 @@ authorizes with RBAC, so a test can also prove what a ServiceAccount may do. No
 controller-manager runs unless asked for: nothing creates default ServiceAccounts (the
 ServiceAccount admission plugin is off), finishes a namespace's deletion or garbage-collects.
 kwok, when asked for, turns Nodes the test creates with the annotation `KWOK_NODE_ANNOTATION`
-Ready and runs their pods. `controllers=True` adds kube-controller-manager (the Deployment,
-ReplicaSet and DaemonSet controllers only) and kube-scheduler, so a chart's workloads reach
-their replicas on kwok's nodes.
+Ready and runs their pods; those Nodes then get no `node.kubernetes.io/not-ready` taint (the
+node-lifecycle controller that lifts it from Ready nodes does not run), so kube-scheduler's
+filters, voltpack's too, see them as a real cluster's Ready nodes. `controllers=True` adds
+kube-controller-manager (the Deployment, ReplicaSet and DaemonSet controllers unless
+`controller_names` names others) and kube-scheduler (unless `scheduler=False`), so a chart's
+workloads reach their replicas on kwok's nodes.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -67,10 +70,13 @@ the node-lifecycle controller (not run: it would evict kwok's pods on a missed h
 lifts; kube-scheduler would place nothing."""
 
 
-def missing_binaries(*, kwok: bool = False, controllers: bool = False) -> list[str]:
+def missing_binaries(
+    *, kwok: bool = False, controllers: bool = False, scheduler: bool = True
+) -> list[str]:
     """The binaries `running_control_plane` needs that are not built (empty when all are)."""
     names = ["etcd", "kube-apiserver"] + (["kwok"] if kwok else [])
-    names += ["kube-controller-manager", "kube-scheduler"] if controllers else []
+    names += ["kube-controller-manager"] if controllers else []
+    names += ["kube-scheduler"] if controllers and scheduler else []
     return [name for name in names if not os.access(bin_dir() / name, os.X_OK)]
 
 
@@ -219,25 +225,72 @@ def _get(
 
 @contextlib.contextmanager
 def running_control_plane(
-    *, kwok: bool = False, controllers: bool = False, extra_apiserver_args: tuple[str, ...] = ()
+    *,
+    kwok: bool = False,
+    controllers: bool = False,
+    extra_apiserver_args: tuple[str, ...] = (),
+    controller_names: Sequence[str] = CONTROLLERS,
+    scheduler: bool = True,
+    kwok_stages: Sequence[Path] = (KWOK_STAGES,),
 ) -> Iterator[ControlPlane]:
     """etcd and kube-apiserver (and kwok, kube-controller-manager and kube-scheduler when asked)
-    on free loopback ports, stopped on exit."""
-    missing = missing_binaries(kwok=kwok, controllers=controllers)
+    on free loopback ports, stopped on exit. With `controllers=True`, kube-controller-manager
+    runs `controller_names` (its `--controllers` names) and kube-scheduler runs unless
+    `scheduler=False` (another scheduler, e.g. voltpack's operator, places the pods). kwok
+    reads its Stages from `kwok_stages` (kwok_stages.yaml's unless other files are named)."""
+    missing = missing_binaries(kwok=kwok, controllers=controllers, scheduler=scheduler)
     if missing:
         raise ControlPlaneError(f"not built in {bin_dir()}: {', '.join(missing)}; {BUILD_HINT}")
     binaries = bin_dir()
     with tempfile.TemporaryDirectory(prefix="voltpack-k8s-") as tmp:
-        workdir = Path(tmp)
-        processes = _Processes(workdir)
+        # kwok's nodes are Ready at once: the not-ready taint the node-lifecycle controller would
+        # lift from them (it does not run) is not put on them in the first place
+        lifecycle = CONTROLLERS_APISERVER_ARGS if controllers or kwok else ()
+        extra = (*lifecycle, *extra_apiserver_args)
+        plane, processes = _start_retrying_ports(
+            binaries, Path(tmp), kwok=kwok, extra=extra, kwok_stages=tuple(kwok_stages)
+        )
         try:
-            extra = (*(CONTROLLERS_APISERVER_ARGS if controllers else ()), *extra_apiserver_args)
-            plane = _start(binaries, workdir, processes, kwok=kwok, extra=extra)
             if controllers:
-                _start_controllers(binaries, plane, processes)
+                _start_controllers(binaries, plane, processes, controller_names, scheduler)
             yield plane
         finally:
             processes.stop()
+
+
+PORT_ATTEMPTS = 5
+"""Starts tried before giving up when a picked port was taken before its server bound it."""
+BIND_FAILURES = ("address already in use", "bind: address")
+
+
+def _start_retrying_ports(
+    binaries: Path,
+    tmp: Path,
+    *,
+    kwok: bool,
+    extra: tuple[str, ...],
+    kwok_stages: tuple[Path, ...] = (KWOK_STAGES,),
+) -> tuple[ControlPlane, _Processes]:
+    """`_start` in a fresh folder of `tmp`, again on new ports while a server failed to bind
+    the port `free_port` gave it (another process, e.g. a second pytest worker, took it in
+    between); any other failure is raised at once."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        workdir = tmp / f"attempt-{attempt}"
+        workdir.mkdir()
+        processes = _Processes(workdir)
+        try:
+            plane = _start(
+                binaries, workdir, processes, kwok=kwok, extra=extra, kwok_stages=kwok_stages
+            )
+            return plane, processes
+        except ControlPlaneError as error:
+            processes.stop()
+            if attempt == PORT_ATTEMPTS or not any(text in str(error) for text in BIND_FAILURES):
+                raise
+        except BaseException:
+            processes.stop()
+            raise
+    raise AssertionError("unreachable")
 
 
 def etcd_command(
@@ -284,7 +337,13 @@ def apiserver_command(
 
 
 def _start(
-    binaries: Path, workdir: Path, processes: _Processes, *, kwok: bool, extra: tuple[str, ...]
+    binaries: Path,
+    workdir: Path,
+    processes: _Processes,
+    *,
+    kwok: bool,
+    extra: tuple[str, ...],
+    kwok_stages: tuple[Path, ...] = (KWOK_STAGES,),
 ) -> ControlPlane:
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
@@ -317,7 +376,8 @@ def _start(
     if kwok:
         kwok_port = free_port()
         processes.start("kwok", [
-            str(binaries / "kwok"), "--config", str(KWOK_STAGES), "--kubeconfig", str(kubeconfig),
+            str(binaries / "kwok"), "--config", ",".join(map(str, kwok_stages)),
+            "--kubeconfig", str(kubeconfig),
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector", f"{KWOK_NODE_ANNOTATION}=fake",
             "--server-address", f"127.0.0.1:{kwok_port}",
@@ -327,19 +387,26 @@ def _start(
     return plane
 
 
-def _start_controllers(binaries: Path, plane: ControlPlane, processes: _Processes) -> None:
-    """kube-controller-manager (`CONTROLLERS`) and kube-scheduler as the admin, no leader
-    election, no serving port; waits until both have logged their start."""
+def _start_controllers(
+    binaries: Path,
+    plane: ControlPlane,
+    processes: _Processes,
+    controller_names: Sequence[str],
+    scheduler: bool,
+) -> None:
+    """kube-controller-manager (`controller_names`) and, when `scheduler`, kube-scheduler as
+    the admin, no leader election, no serving port; waits until each has logged its start."""
     common = ["--kubeconfig", str(plane.kubeconfig), "--leader-elect=false", "--secure-port=0"]
     processes.start("kube-controller-manager", [
         str(binaries / "kube-controller-manager"), *common,
-        "--controllers", ",".join(CONTROLLERS), "--v=1",
+        "--controllers", ",".join(controller_names), "--v=1",
     ])  # fmt: skip
-    processes.start("kube-scheduler", [str(binaries / "kube-scheduler"), *common, "--v=1"])
-    # both start in about a second; a flag either refuses makes it exit at once
-    _wait("kube-controller-manager and kube-scheduler", processes,
-          lambda: _logged(processes, {"kube-controller-manager": "Started controller",
-                                      "kube-scheduler": "Starting Kubernetes Scheduler"}),
+    started = {"kube-controller-manager": "Started controller"}
+    if scheduler:
+        processes.start("kube-scheduler", [str(binaries / "kube-scheduler"), *common, "--v=1"])
+        started["kube-scheduler"] = "Starting Kubernetes Scheduler"
+    # each starts in about a second; a flag one refuses makes it exit at once
+    _wait(" and ".join(started), processes, lambda: _logged(processes, started),
           START_TIMEOUT_S)  # fmt: skip
 
 
