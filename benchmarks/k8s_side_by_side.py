@@ -1,37 +1,49 @@
 """kube-scheduler and voltpack side by side on a real control plane (etcd, kube-apiserver, kwok).
 
 Every run gets a fresh control plane (tests/k8s_control_plane.py, the binaries `make k8s`
-builds) with kwok-managed fake nodes (`kwok.x-k8s.io/node: fake`); its nodes and pods are
-created first, then one scheduler starts as its own process and the clock runs from its start
-(cache sync included):
+builds) with kwok-managed fake nodes (`kwok.x-k8s.io/node: fake`) and one scheduler as its own
+process:
 
-- throughput: N nodes of 16 GPUs (`nvidia.com/gpu`), M single-GPU pods; pods bound per second
-  until every pod has `spec.nodeName`, and the scheduler's CPU-seconds and peak memory, for
-  kube-scheduler with the QPS and burst its own scheduler_perf uses (5000/5000; with its
-  default client settings, QPS 50 / burst 100, on request) and for voltpack's operator with the
-  shipped default policy `fgd` (`voltpack operator`), in `--repeats` alternating rounds;
+- throughput, per shape: kube-scheduler's own benchmark workloads (scheduler_perf's
+  SchedulingBasic, SchedulingNodeAffinity, SchedulingPodAntiAffinity, TopologySpreading,
+  SchedulingWithNodeInclusionPolicy ("taints") and the (preferred) pod affinity and spreading
+  variants, read at run time from the pinned k8s.io/kubernetes module: benchmarks/k8s_shapes.py)
+  and voltpack's own "gpu" shape (N nodes of 16 GPUs, M single-GPU pods). The scheduler binds a
+  warm-up pod and the shape's init pods, is paused while the measure pods are created, and is
+  timed from its resume until the last measure pod is bound: pods/s, its CPU-seconds per pod
+  and peak memory, for kube-scheduler with the QPS and burst scheduler_perf uses (5000/5000;
+  its default client settings, QPS 50 / burst 100, on request) and voltpack's operator with
+  the shipped default policy `fgd` (`voltpack operator`), in `--repeats` alternating rounds.
+  Every binding is then replayed through kube-scheduler's own filters (the oracle:
+  benchmarks/k8s_oracle_replay.py) and the violations counted;
 - packing: the openb default trace's whole-GPU and CPU-only pods (GPU-sharing pods skipped),
   in trace order and then the FGD protocol's random copies, up to 130% of the GPUs in demand,
-  on its 1,213 nodes; once binding has settled, the share of GPUs allocated and the idle GPUs
-  (GPUs no pod holds: packing_openb's "unallocated GPUs") for kube-scheduler's default scoring
-  (LeastAllocated), its MostAllocated (bin-packing) configuration and voltpack.
+  on its 1,213 nodes, all created before the scheduler starts; once binding has settled, the
+  share of GPUs allocated and the idle GPUs (GPUs no pod holds: packing_openb's "unallocated
+  GPUs") for kube-scheduler's default scoring (LeastAllocated), its MostAllocated (bin-packing)
+  configuration and voltpack.
 
 The scheduler configurations are benchmarks/k8s/*.yaml. A pod's progress is followed with one
-streaming watch. Results: <out>/k8s_side_by_side.{json,md}; see docs/k8s-side-by-side.md.
+streaming watch. Results: <out>/k8s_side_by_side.{json,md} (summaries and Markdown of the
+throughput section: benchmarks/k8s_shapes_report.py); see docs/k8s-side-by-side.md.
 
 Usage:
-  python benchmarks/k8s_side_by_side.py [--out DIR] [--nodes 5000] [--pods 10000]
-  python benchmarks/k8s_side_by_side.py --quick          # 200 nodes / 1,000 pods, 200-node packing
+  python benchmarks/k8s_side_by_side.py [--out DIR] [--shapes gpu,basic,...] [--repeats 3]
+  python benchmarks/k8s_side_by_side.py --quick   # gpu 200x1,000, scheduler_perf's 500Nodes
+  python benchmarks/k8s_side_by_side.py --only throughput --shapes taints,basic --repeats 1
   python benchmarks/k8s_side_by_side.py --only packing
-  python benchmarks/k8s_side_by_side.py --only throughput --scale 5000x10000 --scale 10000x30000
+  python benchmarks/k8s_side_by_side.py --only throughput --shapes gpu --scale 5000x10000 \
+      --scale 10000x30000
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +58,25 @@ from typing import Any
 import numpy as np
 import yaml
 from _common import RESULTS_DIR, save
+from k8s_oracle_replay import cluster_objects, confirmed, replay, save_run
+from k8s_process_stats import (
+    machine_cpu_s,
+    py_spy,
+    signal_tree,
+    tree_cpu_s,
+    tree_pids,
+    tree_rss_peak_mib,
+    wait_quiet,
+)
+from k8s_shapes import (
+    DEFAULT_WORKLOAD,
+    SCHEDULER_PERF_SHAPES,
+    Shape,
+    ShapeSourceError,
+    scheduler_perf_dir,
+    scheduler_perf_shape,
+)
+from k8s_shapes_report import ratios, summarise, throughput_lines
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,8 +88,11 @@ from tests.k8s_control_plane import (  # noqa: E402
     bin_dir,
     running_control_plane,
 )
+from tests.scheduler_oracle import BUILD_HINT as ORACLE_BUILD_HINT  # noqa: E402
+from tests.scheduler_oracle import missing_oracle  # noqa: E402
 from voltpack.model.cluster import Node  # noqa: E402
 from voltpack.model.workload import Pod  # noqa: E402
+from voltpack.operator.kube.client import call_json  # noqa: E402
 from voltpack.policies.schema import example_policy_path, load_policy  # noqa: E402
 from voltpack.sim.datasets import OPENB_DEFAULT_PODS, OPENB_NODES, openb_dir  # noqa: E402
 from voltpack.sim.experiment import arrival_order, inflate, run_experiment  # noqa: E402
@@ -78,6 +112,9 @@ NO_NODE_TAINTS = ("--disable-admission-plugins", "TaintNodesByCondition")
 to the launcher's `ServiceAccount`; scheduler_perf disables both as well)."""
 DEMAND_RATIO = 1.3
 SEED = 42
+SHAPES = ("gpu", *SCHEDULER_PERF_SHAPES)
+"""Throughput shapes: voltpack's single-GPU pods and scheduler_perf's (benchmarks/k8s_shapes.py)."""
+QUICK_WORKLOAD = "500Nodes"
 
 
 @dataclass(frozen=True)
@@ -193,7 +230,8 @@ def create_all(plane: ControlPlane, bodies: Sequence[dict[str, Any]], threads: i
         if body["kind"] == "Node":
             local.core.create_node(body, _preload_content=False)
         else:
-            local.core.create_namespaced_pod(NAMESPACE, body, _preload_content=False)
+            namespace = body["metadata"].get("namespace") or NAMESPACE
+            local.core.create_namespaced_pod(namespace, body, _preload_content=False)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
@@ -206,15 +244,30 @@ class WatchExpiredError(RuntimeError):
     """The watch's version is gone (410 after etcd compaction): list again."""
 
 
+def pod_key(pod: dict[str, Any]) -> str:
+    """namespace/name, how PodWatch names a pod."""
+    metadata = pod["metadata"]
+    return f"{metadata.get('namespace') or NAMESPACE}/{metadata['name']}"
+
+
 class PodWatch:
-    """Follows the pods of NAMESPACE through one streaming watch: where each is bound, and
-    which a scheduler tried and marked unschedulable (condition PodScheduled=False)."""
+    """Follows the pods of every namespace through one streaming watch (by `pod_key`): which
+    exist, where each is bound and when the watch saw it bound (in bind order: one stream is in
+    resourceVersion order), and which a scheduler tried and marked unschedulable (condition
+    PodScheduled=False)."""
 
     def __init__(self, plane: ControlPlane) -> None:
         self.core = client.CoreV1Api(plane.api_client())
         self.bound: dict[str, str] = {}
+        """pod -> node, in the order the bindings were seen (a relist refills it by name)."""
+        self.bound_at: dict[str, float] = {}
+        """pod -> time.perf_counter() when the watch first saw it bound."""
+        self.seen: set[str] = set()
         self.unschedulable: set[str] = set()
+        self.ever_unschedulable: set[str] = set()
+        """Pods a scheduler marked unschedulable at some point (bound since or not)."""
         self.events = 0
+        self.relists = 0
         self._stop = threading.Event()
         self._version = ""
         self._relist()
@@ -224,8 +277,8 @@ class PodWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                response: Any = self.core.list_namespaced_pod(
-                    NAMESPACE, watch=True, resource_version=self._version,
+                response: Any = self.core.list_pod_for_all_namespaces(
+                    watch=True, resource_version=self._version,
                     allow_watch_bookmarks=True, timeout_seconds=1800, _preload_content=False,
                 )  # fmt: skip
                 pending = b""
@@ -246,9 +299,11 @@ class PodWatch:
 
     def _relist(self) -> None:
         """The pods as they are now, and the version to watch from."""
-        response: Any = self.core.list_namespaced_pod(NAMESPACE, _preload_content=False)
+        response: Any = self.core.list_pod_for_all_namespaces(_preload_content=False)
         listed = json.loads(response.data)
+        self.relists += 1
         self.bound.clear()
+        self.seen.clear()
         self.unschedulable.clear()
         for pod in listed["items"]:
             self._event({"type": "ADDED", "object": pod})
@@ -262,19 +317,24 @@ class PodWatch:
         if kind == "BOOKMARK":
             return
         self.events += 1
-        name = obj["metadata"]["name"]
+        name = pod_key(obj)
         if kind == "DELETED":
             self.bound.pop(name, None)
+            self.seen.discard(name)
             self.unschedulable.discard(name)
             return
+        self.seen.add(name)
         node = (obj.get("spec") or {}).get("nodeName")
         if node:
+            if name not in self.bound:
+                self.bound_at.setdefault(name, time.perf_counter())
             self.bound[name] = node
             self.unschedulable.discard(name)
             return
         conditions = (obj.get("status") or {}).get("conditions") or []
         if any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions):
             self.unschedulable.add(name)
+            self.ever_unschedulable.add(name)
 
     def stop(self) -> None:
         self._stop.set()
@@ -310,8 +370,12 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def prepared_cluster(nodes: Sequence[Node], pods: Sequence[dict[str, Any]]) -> Iterator[Cluster]:
-    """Control plane up, CRDs installed, nodes created and Ready, pods created (unbound)."""
+def prepared_cluster(
+    nodes: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
+    namespaces: Sequence[str] = (NAMESPACE,),
+) -> Iterator[Cluster]:
+    """Control plane up, CRDs installed, Node bodies created and Ready, pods created (unbound)."""
     started = time.perf_counter()
     with (
         running_control_plane(kwok=True, extra_apiserver_args=NO_NODE_TAINTS) as plane,
@@ -319,20 +383,21 @@ def prepared_cluster(nodes: Sequence[Node], pods: Sequence[dict[str, Any]]) -> I
     ):
         timings = {"control_plane_start_s": time.perf_counter() - started}
         core = client.CoreV1Api(api)
-        for namespace in (NAMESPACE, "voltpack-system"):
+        for namespace in dict.fromkeys([*namespaces, "voltpack-system"]):
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
         extensions = client.ApiextensionsV1Api(api)
         for path in sorted(CRDS.glob("*.yaml")):
             extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
-        timings["node_create_s"] = create_all(plane, [kwok_node(n) for n in nodes])
+        timings["node_create_s"] = create_all(plane, nodes)
         mark = time.perf_counter()
         wait_until("kwok makes the nodes Ready", lambda: ready_nodes(core) >= len(nodes), 600)
         timings["nodes_ready_wait_s"] = time.perf_counter() - mark
         watch = PodWatch(plane)
         try:
-            timings["pod_create_s"] = create_all(plane, pods)
             timings["node_create_per_s"] = len(nodes) / timings["node_create_s"]
-            timings["pod_create_per_s"] = len(pods) / timings["pod_create_s"]
+            if pods:
+                timings["pod_create_s"] = create_all(plane, pods)
+                timings["pod_create_per_s"] = len(pods) / timings["pod_create_s"]
             yield Cluster(plane, watch, {k: round(v, 2) for k, v in timings.items()})
         finally:
             watch.stop()
@@ -376,54 +441,6 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """/proc/<pid>/stat after the command name (field 3 onwards); [] for a process gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def tree_pids(root: int) -> list[int]:
-    """`root` and its live descendants."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields:
-                parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += parents.get(pid, [])
-    return found
-
-
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds (user + system) of `root` and its descendants, the reaped ones included."""
-    total_ticks = 0
-    for pid in tree_pids(root):
-        fields = _stat_fields(pid)
-        if fields:  # utime, stime, cutime, cstime: fields 14-17 of stat
-            total_ticks += sum(int(v) for v in fields[11:15])
-    return total_ticks / CLOCK_TICKS_PER_S
-
-
-def tree_rss_peak_mib(root: int) -> float:
-    """Peak resident memory (VmHWM) of `root` plus that of each live descendant, MiB."""
-    total_kib = 0
-    for pid in tree_pids(root):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total_kib += int(line.split()[1])
-    return total_kib / 1024
-
-
 def apiserver_pid(plane: ControlPlane) -> int | None:
     """The kube-apiserver serving `plane` (the one whose command line names its workdir)."""
     for entry in Path("/proc").iterdir():
@@ -438,96 +455,223 @@ def apiserver_pid(plane: ControlPlane) -> int | None:
     return None
 
 
-def throughput_run(
-    contender: Contender, node_count: int, pod_count: int, timeout_s: float
-) -> dict[str, Any]:
-    """Pods bound per second from the scheduler's start until all `pod_count` are bound."""
+def gpu_shape(node_count: int, pod_count: int, scheduler_name: str) -> Shape:
+    """voltpack's own shape: `node_count` nodes of 16 GPUs, `pod_count` single-GPU pods (1 CPU,
+    4 GiB), all timed (no init pods)."""
     nodes = [Node.empty(name=f"bench-node-{i:05d}", cpu_milli=96000, memory_mib=1536000,
                         gpu_count=16, gpu_model="V100M32") for i in range(node_count)]  # fmt: skip
     one_gpu = Pod(name="one-gpu", cpu_milli=1000, memory_mib=4096, num_gpu=1, gpu_milli=1000)
-    pods = [bench_pod(f"bench-{i:05d}", one_gpu, contender.scheduler_name)
-            for i in range(pod_count)]  # fmt: skip
-    with prepared_cluster(nodes, pods) as cluster:
-        before = load()
-        tag = "scheduler"
-        apiserver = apiserver_pid(cluster.plane)
-        apiserver_cpu_before_s = tree_cpu_s(apiserver) if apiserver else 0.0
-        begin = time.perf_counter()
-        with started(contender, cluster, tag) as process:
+    pods = [bench_pod(f"bench-{i:05d}", one_gpu, scheduler_name) for i in range(pod_count)]
+    source = {"test_case": "voltpack single-GPU pods", "workload": f"{node_count}x{pod_count}"}
+    return Shape("gpu", [kwok_node(n) for n in nodes], [], pods, [NAMESPACE], source)
+
+
+WARMUP_NAMESPACE = "bench-warmup"
+
+
+def warmup_pod(scheduler_name: str) -> dict[str, Any]:
+    """The pod that shows the scheduler is up and placing pods before the init pods come: no
+    labels, no requests (BestEffort), its own namespace (no shape's constraint counts it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "warmup", "namespace": WARMUP_NAMESPACE},
+        "spec": {"schedulerName": scheduler_name,
+                 "containers": [{"name": "main", "image": "bench:1"}]},
+    }  # fmt: skip
+
+
+def wait_bound(
+    watch: PodWatch,
+    keys: Sequence[str],
+    process: subprocess.Popen[bytes],
+    log: Path,
+    what: str,
+    timeout_s: float,
+) -> None:
+    deadline = time.perf_counter() + timeout_s
+    while any(key not in watch.bound for key in keys):
+        check_alive(process, log)
+        if time.perf_counter() > deadline:
+            missing = sum(1 for key in keys if key not in watch.bound)
+            raise TimeoutError(
+                f"{what}: {missing} of {len(keys)} not bound after {timeout_s:.0f} s"
+            )
+        time.sleep(0.1)
+
+
+def shape_run(
+    contender: Contender,
+    shape: Shape,
+    timeout_s: float,
+    check: bool,
+    keep: Path | None = None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """One scheduler on one shape, as scheduler_perf runs it: the scheduler runs, a warm-up
+    pod and then the init pods are created and bound by it; then it is paused (SIGSTOP), the
+    measure pods created, and the clock starts when it is resumed (SIGCONT) with all of them
+    pending, until the last of them is bound. Then, with `check`, every binding of the run is
+    replayed through kube-scheduler's filters (the oracle). `keep`: a file to write the run's
+    objects and bind order to (`python benchmarks/k8s_oracle_replay.py FILE` replays it).
+    `profile`: where py-spy writes what voltpack's operator did while timed (raw stacks)."""
+    init_keys = [pod_key(p) for p in shape.init_pods]
+    measure_keys = [pod_key(p) for p in shape.measure_pods]
+    namespaces = [*shape.namespaces, WARMUP_NAMESPACE]
+    with prepared_cluster(shape.nodes, [], namespaces) as cluster:
+        plane, watch = cluster.plane, cluster.watch
+        timings = dict(cluster.timings)
+        log = plane.workdir / "scheduler.log"
+        apiserver = apiserver_pid(plane)
+        with started(contender, cluster, "scheduler") as process:
+            mark = time.perf_counter()
+            create_all(plane, [warmup_pod(contender.scheduler_name)])
+            wait_bound(watch, [f"{WARMUP_NAMESPACE}/warmup"], process, log, "warm-up pod", 300)
+            timings["scheduler_start_to_warmup_bound_s"] = time.perf_counter() - mark
+            mark = time.perf_counter()
+            if shape.init_pods:
+                timings["init_pod_create_s"] = create_all(plane, shape.init_pods)
+                wait_bound(watch, init_keys, process, log, "init pods", timeout_s)
+            timings["init_pods_bound_s"] = time.perf_counter() - mark
+            idle_share = wait_quiet(process.pid)
+            paused = tree_pids(process.pid)
+            signal_tree(paused, signal.SIGSTOP)
+            try:
+                mark = time.perf_counter()
+                timings["measure_pod_create_s"] = create_all(plane, shape.measure_pods)
+                wait_until("the watch sees the measure pods",
+                           lambda: all(k in watch.seen for k in measure_keys), 300)  # fmt: skip
+                timings["measure_pod_create_per_s"] = len(measure_keys) / (
+                    time.perf_counter() - mark
+                )
+                spy = (
+                    py_spy(process.pid, profile)
+                    if profile and contender.scheduler == "voltpack"
+                    else None
+                )
+                before = load()
+                scheduler_cpu_before_s = tree_cpu_s(process.pid)
+                apiserver_cpu_before_s = tree_cpu_s(apiserver) if apiserver else 0.0
+                machine_before = machine_cpu_s()
+                begin = time.perf_counter()
+            finally:
+                signal_tree(paused, signal.SIGCONT)
             deadline = begin + timeout_s
-            rss_peak_mib = 0.0
-            while len(cluster.watch.bound) < pod_count and time.perf_counter() < deadline:
-                check_alive(process, cluster.plane.workdir / f"{tag}.log")
-                progress(contender, cluster.watch, begin)
+            while any(k not in watch.bound for k in measure_keys):
+                check_alive(process, log)
+                progress(contender, watch, begin)
+                if time.perf_counter() > deadline:
+                    break
                 time.sleep(0.05)
-            elapsed = time.perf_counter() - begin
+            end = time.perf_counter()
+            # both write each bound pod's Scheduled Event from a queue of their own: the work
+            # is done when the last pod is bound and its Event written, so the clock (and the
+            # CPU readings) stop at the later of the two
+            events = scheduled_events_tally(plane, measure_keys, begin, timeout_s=120.0)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
             # before the scheduler is stopped: what binding these pods cost it
-            scheduler_cpu_s = tree_cpu_s(process.pid)
+            scheduler_cpu_s = tree_cpu_s(process.pid) - scheduler_cpu_before_s
             rss_peak_mib = tree_rss_peak_mib(process.pid)
             apiserver_cpu_s = tree_cpu_s(apiserver) - apiserver_cpu_before_s if apiserver else None
-        bound = len(cluster.watch.bound)
-        return {
-            "scheduler": contender.scheduler,
-            "config": contender.config,
-            "nodes": node_count,
-            "pods": pod_count,
-            "pods_per_s": round(bound / elapsed, 1),
-            "bound": bound,
-            "complete": bound >= pod_count,
-            "seconds": round(elapsed, 2),
-            "loadavg_before": before,
-            "loadavg_after": load(),
-            "scheduler_cpu_s": round(scheduler_cpu_s, 2),
-            "scheduler_cpu_s_per_pod": round(scheduler_cpu_s / max(bound, 1), 6),
-            "scheduler_rss_peak_mib": round(rss_peak_mib, 1),
-            "apiserver_cpu_s": None if apiserver_cpu_s is None else round(apiserver_cpu_s, 2),
-            **contender.describe(),
-            **cluster.timings,
-        }
-
-
-def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per scheduler set-up and size (in the order first met): runs, and the median, min and
-    max of pods/s, scheduler CPU-seconds per pod and peak RSS; every run must be complete for
-    `all_complete`."""
-    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault((row["scheduler"], row["config"], row["nodes"], row["pods"]), []).append(
-            row
+            machine_after = machine_cpu_s()
+        # how busy all cores were while timed (every process: the control plane, kwok, this
+        # benchmark's watch): near 1, the machine and not the scheduler set the pace
+        machine_busy_share = (machine_after[0] - machine_before[0]) / max(
+            machine_after[1] - machine_before[1], 1e-9
         )
-    summary = []
-    for (scheduler, config, nodes, pods), runs in groups.items():
-        entry: dict[str, Any] = {"scheduler": scheduler, "config": config, "nodes": nodes,
-                                 "pods": pods, "runs": len(runs),
-                                 "all_complete": all(r["complete"] for r in runs)}  # fmt: skip
-        for field_name in ("pods_per_s", "scheduler_cpu_s_per_pod", "scheduler_rss_peak_mib"):
-            values = [r[field_name] for r in runs if r.get(field_name) is not None]
-            if values:
-                entry[field_name] = {"median": float(np.median(values)), "min": min(values),
-                                     "max": max(values)}  # fmt: skip
-        entry["loadavg_before"] = [r["loadavg_before"][0] for r in runs]
-        summary.append(entry)
-    return summary
+        after = load()
+        bound = sum(1 for k in measure_keys if k in watch.bound)
+        complete = bound == len(measure_keys)
+        if complete:
+            end = max(watch.bound_at[k] for k in measure_keys)
+        bindings_s = end - begin
+        elapsed = max(bindings_s, events["scheduled_events_done_s"] or float("inf"))
+        # when the measure pods were bound, from the resume: a slow start or a slow rate
+        times = sorted(watch.bound_at[k] - begin for k in measure_keys if k in watch.bound_at)
+        bound_after_s = {
+            "first_bound_s": times[0] if times else None,
+            "half_bound_s": times[len(times) // 2] if times else None,
+        }
+        bind_order, bindings = list(watch.bound), dict(watch.bound)
+        relists = watch.relists
+        marked = len(watch.ever_unschedulable & set(measure_keys))
+        if keep is not None:
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log, keep.with_name(keep.name.replace(".json.gz", ".log")))
+        objects = cluster_objects(plane.api_client()) if check or keep else None
+    if keep is not None and objects is not None:
+        save_run(keep, objects, bind_order, bindings, measure_keys)
+    oracle = replay(objects, bind_order, bindings, set(measure_keys)) if check and objects else None
+    return {
+        "shape": shape.name,
+        "scheduler": contender.scheduler,
+        "config": contender.config,
+        "nodes": len(shape.nodes),
+        "init_pods": len(init_keys),
+        "pods": len(measure_keys),
+        "pods_per_s": round(bound / elapsed, 1),
+        "pods_per_s_bindings_only": round(bound / bindings_s, 1),
+        "bound": bound,
+        "complete": complete,
+        "seconds": round(elapsed, 2),
+        "loadavg_before": before,
+        "loadavg_after": after,
+        "scheduler_cpu_s": round(scheduler_cpu_s, 2),
+        "scheduler_cpu_s_per_pod": round(scheduler_cpu_s / max(bound, 1), 6),
+        "scheduler_rss_peak_mib": round(rss_peak_mib, 1),
+        "scheduler_idle_cpu_share_before": idle_share,
+        "apiserver_cpu_s": None if apiserver_cpu_s is None else round(apiserver_cpu_s, 2),
+        "machine_busy_share": round(machine_busy_share, 3),
+        **events,
+        "oracle": oracle if oracle is not None else {"checked": 0, "error": "not checked"},
+        "oracle_violations": None if oracle is None else oracle.get("violations"),
+        "oracle_confirmed_violations": None if oracle is None else confirmed(oracle),
+        "oracle_unchecked": None if oracle is None else oracle.get("final_state_unchecked", 0),
+        "watch_relists": relists - 1,
+        "measure_pods_marked_unschedulable": marked,
+        "profiled": spy is not None,
+        **{k: None if v is None else round(v, 2) for k, v in bound_after_s.items()},
+        **contender.describe(),
+        **{k: round(v, 2) for k, v in timings.items()},
+    }
 
 
-def ratios(summary: Sequence[dict[str, Any]], baseline_config: str) -> list[dict[str, Any]]:
-    """Per size: voltpack's median pods/s and CPU-seconds per pod over those of the set-up
-    named `baseline_config` (kube-scheduler with scheduler_perf's client limits)."""
-    out = []
-    for ours in (e for e in summary if e["scheduler"] == "voltpack"):
-        size = (ours["nodes"], ours["pods"])
-        same = [e for e in summary if e["config"] == baseline_config]
-        theirs = next((e for e in same if (e["nodes"], e["pods"]) == size), None)
-        if theirs is None or "pods_per_s" not in theirs:
-            continue
-        cpu_ours = ours.get("scheduler_cpu_s_per_pod", {}).get("median")
-        cpu_theirs = theirs.get("scheduler_cpu_s_per_pod", {}).get("median")
-        out.append({
-            "nodes": ours["nodes"], "pods": ours["pods"],
-            "pods_per_s_ratio": ours["pods_per_s"]["median"] / theirs["pods_per_s"]["median"],
-            "cpu_s_per_pod_ratio": cpu_ours / cpu_theirs if cpu_ours and cpu_theirs else None,
-        })  # fmt: skip
-    return out
+def scheduled_events_tally(
+    plane: ControlPlane, keys: Sequence[str], begin: float, timeout_s: float
+) -> dict[str, Any]:
+    """The measure pods' `Scheduled` Events: the share written by now (the last pod just
+    bound), and the seconds from `begin` until all were (polled; None if not within
+    `timeout_s`). core/v1 lists kube-scheduler's events.k8s.io Events too."""
+    wanted = set(keys)
+    namespaces = sorted({key.split("/", 1)[0] for key in keys})
+    core = client.CoreV1Api(plane.api_client())
+
+    def written() -> int:
+        seen = set()
+        for namespace in namespaces:
+            reply = call_json(
+                core.list_namespaced_event, namespace, field_selector="reason=Scheduled"
+            )
+            for event in reply.get("items") or []:
+                involved = event.get("involvedObject") or {}
+                seen.add(f"{involved.get('namespace')}/{involved.get('name')}")
+        return len(seen & wanted)
+
+    at_end = written()
+    done_s: float | None = None
+    deadline = time.perf_counter() + timeout_s
+    count = at_end
+    while count < len(wanted) and time.perf_counter() < deadline:
+        time.sleep(0.5)
+        count = written()
+    if count >= len(wanted):
+        done_s = time.perf_counter() - begin
+    return {
+        "scheduled_events_share_at_last_binding": round(at_end / max(len(wanted), 1), 3),
+        "scheduled_events_done_s": None if done_s is None else round(done_s, 2),
+    }
 
 
 def run_order(names: Sequence[str], repeats: int) -> list[str]:
@@ -596,7 +740,7 @@ def packing_input(node_limit: int | None) -> PackingInput:
 
 def gpu_figures(data: PackingInput, bound: dict[str, str]) -> dict[str, Any]:
     """Allocated share of the GPUs and idle GPUs (GPUs no bound pod holds), from the bindings."""
-    gpus = {f"p-{i:05d}": pod.num_gpu for i, pod in enumerate(data.arrivals)}
+    gpus = {f"{NAMESPACE}/p-{i:05d}": pod.num_gpu for i, pod in enumerate(data.arrivals)}
     used: dict[str, int] = {}
     for pod, node in bound.items():
         used[node] = used.get(node, 0) + gpus.get(pod, 0)
@@ -628,7 +772,7 @@ def packing_run(
     no new binding for `settle_s` after the first, and for kube-scheduler every pod attempted."""
     pods = [bench_pod(f"p-{i:05d}", pod, contender.scheduler_name)
             for i, pod in enumerate(data.arrivals)]  # fmt: skip
-    with prepared_cluster(data.nodes, pods) as cluster:
+    with prepared_cluster([kwok_node(n) for n in data.nodes], pods) as cluster:
         watch, before, tag = cluster.watch, load(), "scheduler"
         begin = time.perf_counter()
         with started(contender, cluster, tag) as process:
@@ -694,33 +838,13 @@ def markdown(figures: dict[str, Any]) -> str:
         "# kube-scheduler and voltpack side by side on a real control plane",
         "",
         "etcd + kube-apiserver + kwok (fake nodes), a fresh control plane per run; each scheduler "
-        "runs as its own process and the clock starts with it. Measured on a shared 2-core "
-        "machine (see the 1-minute load averages): re-run on a quiet machine before quoting.",
+        "runs as its own process. Measured on a shared 2-core machine (see the 1-minute load "
+        "averages): re-run on a quiet machine before quoting.",
     ]
     for section in figures.get("carried_over", []):
         lines += ["", f"The {section} section is carried over from the previous run (`--only`)."]
     if figures["throughput"]:
-        lines += ["", "## Throughput (single-GPU pods, 16-GPU nodes)", ""]
-        lines += throughput_summary_lines(figures)
-        lines += [
-            "",
-            "Every run, in the order run:",
-            "",
-            "| scheduler | config | nodes | pods | pods/s | bound | s | scheduler CPU ms/pod "
-            "| scheduler peak RSS MiB | apiserver CPU s | load before/after |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for r in figures["throughput"]:
-            cpu = r.get("scheduler_cpu_s_per_pod")
-            rss = r.get("scheduler_rss_peak_mib")
-            api = r.get("apiserver_cpu_s")
-            lines.append(
-                f"| {r['scheduler']} | {r['config']} | {r['nodes']:,} | {r['pods']:,} | "
-                f"{r['pods_per_s']:.1f} | {r['bound']:,} | {r['seconds']:.1f} | "
-                f"{'' if cpu is None else f'{cpu * 1000:.2f}'} | "
-                f"{'' if rss is None else f'{rss:,.0f}'} | {'' if api is None else api} | "
-                f"{r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
-            )
+        lines += ["", *throughput_lines(figures)]
     if figures["packing"]:
         packing = figures["packing_input"]
         lines += [
@@ -751,43 +875,6 @@ def markdown(figures: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def throughput_summary_lines(figures: dict[str, Any]) -> list[str]:
-    """The medians (min-max) per set-up and size, and voltpack over kube-scheduler."""
-    summary = figures.get("throughput_summary") or []
-    if not summary:
-        return []
-
-    def spread(entry: dict[str, Any], key: str, scale: float, digits: int) -> str:
-        figure = entry.get(key)
-        if not figure:
-            return ""
-        return (f"{figure['median'] * scale:,.{digits}f} ({figure['min'] * scale:,.{digits}f}"
-                f"-{figure['max'] * scale:,.{digits}f})")  # fmt: skip
-
-    lines = [
-        "Medians of the runs (min-max); runs alternate between the contenders.",
-        "",
-        "| scheduler | config | nodes | pods | runs | pods/s | scheduler CPU ms/pod "
-        "| scheduler peak RSS MiB | all bound | load before each run |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
-    ]
-    for e in summary:
-        lines.append(
-            f"| {e['scheduler']} | {e['config']} | {e['nodes']:,} | {e['pods']:,} | {e['runs']} | "
-            f"{spread(e, 'pods_per_s', 1, 1)} | {spread(e, 'scheduler_cpu_s_per_pod', 1000, 2)} | "
-            f"{spread(e, 'scheduler_rss_peak_mib', 1, 0)} | {'yes' if e['all_complete'] else 'no'} "
-            f"| {', '.join(str(x) for x in e['loadavg_before'])} |"
-        )
-    for r in figures.get("throughput_ratios") or []:
-        cpu = r["cpu_s_per_pod_ratio"]
-        lines.append(
-            f"\n{r['nodes']:,} nodes / {r['pods']:,} pods: voltpack binds "
-            f"**{r['pods_per_s_ratio']:.2f}x** kube-scheduler's pods/s (QPS 5000)"
-            + (f" at **{cpu:.2f}x** its CPU-seconds per pod." if cpu else ".")
-        )
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="results folder")
@@ -796,34 +883,86 @@ def main() -> None:
     parser.add_argument("--packing-nodes", type=int, default=None,
                         help="packing: evenly spaced subset of openb's 1,213 nodes")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
-                        help="200 nodes / 1,000 pods, 200-node packing")  # fmt: skip
+                        help="gpu 200 nodes / 1,000 pods, scheduler_perf's 500Nodes workloads, "
+                             "200-node packing")  # fmt: skip
     parser.add_argument("--only", choices=("throughput", "packing"), default=None)
     parser.add_argument("--timeout", type=float, default=1800.0, help="per run, seconds")
+    parser.add_argument("--shapes", type=lambda text: text.split(","), default=list(SHAPES),
+                        help=f"throughput shapes, comma-separated, of {','.join(SHAPES)} "
+                             "(default: all)")  # fmt: skip
+    parser.add_argument("--workload", default=None,
+                        help=f"scheduler_perf workload of each test case (default "
+                             f"{DEFAULT_WORKLOAD}; --quick: {QUICK_WORKLOAD})")  # fmt: skip
     parser.add_argument("--scale", type=parse_scale, action="append", default=None,
-                        help="throughput NODESxPODS, repeatable")  # fmt: skip
+                        help="gpu shape NODESxPODS, repeatable")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=3,
-                        help="throughput runs per contender and size, alternating")  # fmt: skip
+                        help="throughput runs per contender and shape, alternating")  # fmt: skip
     parser.add_argument("--contenders", type=lambda text: text.split(","),
                         default=["kube-qps5000", "voltpack"],
                         help=f"comma-separated, of {','.join(CONTENDERS)}")  # fmt: skip
+    parser.add_argument("--keep-bindings", action="store_true",
+                        help="each run's objects and bind order to <out>/bindings/")  # fmt: skip
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy voltpack while timed, into DIR (distorts it)")  # fmt: skip
+    parser.add_argument("--skip-oracle", action="store_true",
+                        help="do not replay the bindings through the oracle")  # fmt: skip
     args = parser.parse_args()
     unknown = [name for name in args.contenders if name not in CONTENDERS]
     if unknown or args.repeats < 1:
         parser.error(f"--contenders: unknown {unknown}; known {list(CONTENDERS)}"
                      if unknown else "--repeats must be at least 1")  # fmt: skip
+    unknown = [name for name in args.shapes if name not in SHAPES]
+    if unknown:
+        parser.error(f"--shapes: unknown {unknown}; known {list(SHAPES)}")
+    if args.only != "packing" and not args.skip_oracle and missing_oracle():
+        parser.error(f"scheduler-oracle is not built: {ORACLE_BUILD_HINT} (or --skip-oracle)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the control plane on kill
     if args.quick:
         args.nodes, args.pods = 200, 1000
         args.packing_nodes = args.packing_nodes or 200
+    workload = args.workload or (QUICK_WORKLOAD if args.quick else DEFAULT_WORKLOAD)
     settle_s = 10.0 if args.quick else 20.0
     wall = time.perf_counter()
     figures: dict[str, Any] = {"versions": versions(), "throughput": [], "packing": []}
     if args.only != "packing":
+        try:
+            root = scheduler_perf_dir() if set(args.shapes) - {"gpu"} else None
+        except ShapeSourceError as error:
+            raise SystemExit(f"k8s_side_by_side: {error}") from None
+        figures["throughput_shapes"] = {}
         scales = args.scale or [(args.nodes, args.pods)]
-        for nodes, pods in scales:
+        plans: list[tuple[str, Callable[[str], Shape]]] = []
+        for name in args.shapes:
+            if name == "gpu":
+                for nodes, pods in scales:
+                    label = "gpu" if len(scales) == 1 else f"gpu {nodes}x{pods}"
+                    plans.append((label, functools.partial(gpu_shape, nodes, pods)))
+            else:
+                make = functools.partial(scheduler_perf_shape, name, workload_name=workload,
+                                         root=root)  # fmt: skip
+                plans.append((name, make))
+        for label, make_shape in plans:
+            figures["throughput_shapes"][label] = make_shape("default-scheduler").describe()
             for run, name in enumerate(run_order(args.contenders, args.repeats)):
-                row = throughput_run(CONTENDERS[name], nodes, pods, args.timeout)
-                row["run"] = run
+                contender = CONTENDERS[name]
+                print(f"{label}: {contender.scheduler} ({contender.config}), run {run}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                mark = time.perf_counter()
+                shape = make_shape(contender.scheduler_name)
+                keep = None
+                if args.keep_bindings:
+                    keep = (
+                        (args.out or RESULTS_DIR)
+                        / "bindings"
+                        / (f"{label.replace(' ', '-')}-{contender.scheduler}-{run}.json.gz")
+                    )
+                profile = None
+                if args.profile:
+                    profile = args.profile / f"{label.replace(' ', '-')}-{run}.txt"
+                row = guarded_run(
+                    contender, shape, args.timeout, not args.skip_oracle, keep, profile
+                )
+                row |= {"run": run, "run_wall_s": round(time.perf_counter() - mark, 1)}
                 print(json.dumps(row), flush=True)
                 figures["throughput"].append(row)
         figures["throughput_summary"] = summarise(figures["throughput"])
@@ -851,8 +990,34 @@ def main() -> None:
     save("k8s_side_by_side", figures, markdown(figures), args.out)
 
 
+def guarded_run(
+    contender: Contender,
+    shape: Shape,
+    timeout_s: float,
+    check: bool,
+    keep: Path | None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """shape_run, or a row saying what went wrong (the other runs go on)."""
+    try:
+        return shape_run(contender, shape, timeout_s, check, keep, profile)
+    except (RuntimeError, TimeoutError, OSError) as error:
+        print(f"{shape.name}: {contender.scheduler} failed: {error}", file=sys.stderr, flush=True)
+        now = load()
+        return {"shape": shape.name, "scheduler": contender.scheduler, "config": contender.config,
+                "nodes": len(shape.nodes), "init_pods": len(shape.init_pods),
+                "pods": len(shape.measure_pods), "pods_per_s": 0.0, "bound": 0,
+                "complete": False, "seconds": 0.0, "loadavg_before": now, "loadavg_after": now,
+                "oracle_violations": None, "error": str(error)[-2000:]}  # fmt: skip
+
+
 CARRIED = {
-    "throughput": ("throughput", "throughput_summary", "throughput_ratios"),
+    "throughput": (
+        "throughput",
+        "throughput_summary",
+        "throughput_ratios",
+        "throughput_shapes",
+    ),
     "packing": ("packing", "packing_input", "simulator_reference"),
 }
 
