@@ -435,7 +435,8 @@ def operator(
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=os.environ.get("VOLTPACK_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # an unreachable API server is said once by the operator, not at each of urllib3's retries
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)

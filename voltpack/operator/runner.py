@@ -34,6 +34,7 @@ from voltpack.model.work import PendingWork
 from voltpack.operator.dra.support import ClaimReserver, DraSupport
 from voltpack.operator.heap import GcPauses, HeapKeeper
 from voltpack.operator.inference.services import InferenceServiceController
+from voltpack.operator.kube.async_post import AsyncPoster, attach
 from voltpack.operator.kube.cache import ResourceCache, older_pod
 from voltpack.operator.kube.conventions import (
     SERVED_SCHEDULERS,
@@ -81,6 +82,7 @@ from voltpack.operator.scheduling.topology_view import (
     topology_cycle,
 )
 from voltpack.operator.scheduling.volumes import VolumeView
+from voltpack.operator.scheduling.wakeups import CycleWakeups
 from voltpack.operator.scheduling.writers import (
     EvictionWriter,
     InferenceWriter,
@@ -152,6 +154,9 @@ class Operator:
         self.setup = setup_log_for(str(api_client.configuration.host))
         """Setup problems (no namespace, CRDs, permission, API server), each said once."""
         self.core = CoreV1Api(api_client)
+        self.poster = AsyncPoster.for_client(api_client)
+        """Bindings and Events posted over aiohttp (`kube/async_post.py`); None: the client's."""
+        attach(api_client, self.poster)
         self.nodes = ResourceCache("nodes", self.core.list_node, self.setup)
         self.namespaces = ResourceCache("namespaces", self.core.list_namespace, self.setup)
         """Namespace labels, for pod affinity's namespace selectors."""
@@ -176,6 +181,10 @@ class Operator:
         self.pods = ResourceCache(
             "pods", self.core.list_pod_for_all_namespaces, self.setup, older=older_pod
         )
+        self.wakeups = CycleWakeups(config.scheduler_names)
+        """When the loop's next cycle is due: new pending pods at once, the rest each interval."""
+        self.pods.add_listener(self.wakeups)
+        self.nodes.add_listener(self.wakeups.nodes)
         custom = CustomObjectsApi(api_client)
         self.setup.served_crds = lambda: served_voltpack_plurals(custom)
         self.job_controller = JobController(self.core, custom)
@@ -357,6 +366,7 @@ class Operator:
         heap = HeapKeeper() if self.config.freeze_heap else None
         try:
             while not stop.is_set():
+                self.wakeups.cycle_started()
                 if self.elector.is_leader():
                     for cache in (self.nodes, self.pods, self.jobs):
                         cache.changed.clear()
@@ -365,8 +375,10 @@ class Operator:
                     self._apply_retention()
                     if heap is not None:
                         heap.after_cycle()
-                if not self.jobs.changed.is_set():
-                    self.pods.changed.wait(self.config.cycle_interval_s)
+                if not self.jobs.changed.is_set() and self.wakeups.wait(
+                    self.config.cycle_interval_s
+                ):
+                    self.wakeups.settle()
         finally:
             self.gc_pauses.remove()
             power_stop.set()
@@ -379,6 +391,9 @@ class Operator:
                 self._bind_pool = None
             self.events.close()
             self.elector.release()
+            if self.poster is not None:
+                self.poster.close()
+                attach(self.core.api_client, None)
             if self.metrics is not None:
                 self.metrics.stop()
             if self.history is not None:
@@ -453,8 +468,10 @@ class Operator:
 
     def _cycle_safely(self) -> None:
         try:
-            self.run_cycle()
+            plan = self.run_cycle()
+            self.wakeups.waiting = bool(plan.unplaced or plan.evictions)
         except Exception:  # a cycle must never take the operator down
+            self.wakeups.waiting = True
             self.stats.failed_cycles += 1
             log.exception("scheduling cycle failed; retrying next cycle")
 
@@ -463,6 +480,7 @@ class Operator:
         the plan to each writer in turn."""
         started = time.perf_counter()
         cycle, work, queues = self._cycle_input()
+        read = time.perf_counter()
         before = cycle.snapshot.copy() if self.metrics is not None else None
         assert self._scheduler is not None
         plan = decide(
@@ -476,6 +494,7 @@ class Operator:
             cycle.faulted or (),
             self.recovery.policy,
         )
+        decided = time.perf_counter()
         self.stats.cycles += 1
         self.stats.last_plan = plan
         self._record_decisions(plan)
@@ -497,6 +516,12 @@ class Operator:
             return plan
         for writer in self.writers:
             writer.apply(plan, cycle)
+        log.debug(
+            "cycle %d: %d gangs placed, %d pods unplaced; input %.0f ms, decide %.0f ms, "
+            "write %.0f ms", self.stats.cycles, len(plan.gangs), len(plan.unplaced),
+            1000 * (read - started), 1000 * (decided - read),
+            1000 * (time.perf_counter() - decided),
+        )  # fmt: skip
         return plan
 
     def _cycle_input(self) -> tuple[CycleInput, PendingWork, SessionQueues]:

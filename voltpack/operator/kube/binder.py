@@ -220,19 +220,10 @@ REPORTING_INSTANCE = (os.environ.get("POD_NAME") or socket.gethostname() or SCHE
 REPORTING_COMPONENT = f"voltpack.io/{SCHEDULER_NAME}"
 
 
-def record_event(
-    core: CoreV1Api,
-    obj: dict[str, Any],
-    reason: str,
-    message: str,
-    kind: str = "Warning",
-    *,
-    raw: bool = False,
-) -> bool:
-    """A core/v1 Event on a pod (or any object with `kind`), e.g. FailedScheduling; whether
-    the API server took it (a caller that tells once retries one that was not recorded).
-    `raw`: posted with `post_json`, not the generated method, whose argument validation and
-    serialisation were a third of each Event's CPU (py-spy): for the Event of every bound pod.
+def event_request(
+    obj: dict[str, Any], reason: str, message: str, kind: str = "Warning"
+) -> tuple[str, dict[str, Any]]:
+    """Where a core/v1 Event on `obj` is posted (its namespace's events) and its body.
 
     `eventTime` carries microseconds, so two Events in the same second keep their order
     (`lastTimestamp` has whole seconds); an API server requires the reporting fields and an
@@ -264,17 +255,44 @@ def record_event(
         "action": "Scheduling" if reason == "FailedScheduling" else reason,
         "count": 1,
     }
+    namespace = meta.get("namespace") or "default"
+    return f"/api/v1/namespaces/{path_part(namespace)}/events", body
+
+
+def event_outcome(core: CoreV1Api, name: str, error: BaseException | None) -> bool:
+    """Whether an Event on the object `name` was recorded; a failure is said (a setup
+    problem, such as no permission for events, once)."""
     setup = setup_log_for(str(core.api_client.configuration.host))
+    if error is None:
+        setup.works("events")
+        return True
+    failure = error if isinstance(error, Exception) else RuntimeError(str(error))
+    if status_code(failure) == 404 or not setup.handle("events", failure, resource="events"):
+        log.warning("event for %s not recorded: %s", name, api_message(failure))
+    return False
+
+
+def record_event(
+    core: CoreV1Api,
+    obj: dict[str, Any],
+    reason: str,
+    message: str,
+    kind: str = "Warning",
+    *,
+    raw: bool = False,
+) -> bool:
+    """A core/v1 Event on a pod (or any object with `kind`), e.g. FailedScheduling; whether
+    the API server took it (a caller that tells once retries one that was not recorded).
+    `raw`: posted with `post_json`, not the generated method, whose argument validation and
+    serialisation were a third of each Event's CPU (py-spy): for the Event of every bound pod.
+    """
+    path, body = event_request(obj, reason, message, kind)
     try:
-        namespace = meta.get("namespace") or "default"
         if raw:
-            path = f"/api/v1/namespaces/{path_part(namespace)}/events"
             post_json(core.api_client, path, body)
         else:
+            namespace = obj["metadata"].get("namespace") or "default"
             call_json(core.create_namespaced_event, namespace, body)
     except Exception as error:
-        if status_code(error) == 404 or not setup.handle("events", error, resource="events"):
-            log.warning("event for %s not recorded: %s", meta["name"], api_message(error))
-        return False
-    setup.works("events")
-    return True
+        return event_outcome(core, obj["metadata"]["name"], error)
+    return event_outcome(core, obj["metadata"]["name"], None)

@@ -11,6 +11,8 @@ import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from voltpack.operator.kube.async_post import attached
+
 REQUEST_TIMEOUT_S = (10.0, 60.0)
 """(connect, read) seconds for one API request: a connection that died without a reset (an
 API server failover, a dropped route) fails the call instead of hanging the caller forever,
@@ -45,7 +47,11 @@ def post_json(
     connection pool, headers, credentials (refreshed as the client refreshes them) and errors
     (`ApiException` for a non-2xx answer, as `call_json` raises), without the generated
     method's argument validation and model serialisation: on a real apiserver those were a
-    third of the CPU of each of the operator's bindings."""
+    third of the CPU of each of the operator's bindings. With an `AsyncPoster` attached to
+    `api` (the operator's), the request goes through it instead (`kube/async_post.py`)."""
+    poster = attached(api)
+    if poster is not None:
+        return poster.post(resource_path, body, timeout_s)
     headers: dict[str, str] = {**api.default_headers, "Content-Type": "application/json",
                                "Accept": "application/json"}  # fmt: skip
     if api.cookie:

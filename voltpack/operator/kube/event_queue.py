@@ -3,7 +3,8 @@
 kube-scheduler records its `Scheduled` Event into a queue that a goroutine of its own writes out;
 its binding cycle never waits for an Event. voltpack's binding threads did wait, one Event per
 bound pod, so half of their round trips were Events. `EventQueue` takes them instead: a few
-threads of their own write them in order of arrival. At most `capacity` Events wait; more are
+threads of their own write them in order of arrival; with the operator's `AsyncPoster` they
+are posted from its loop, without a thread each. At most `capacity` Events wait; more are
 dropped and counted (the broadcaster drops too when its queue is full): an Event is a record for
 people, never state voltpack reads back.
 """
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kubernetes.client import CoreV1Api
 
-from voltpack.operator.kube.binder import record_event
+from voltpack.operator.kube.async_post import attached
+from voltpack.operator.kube.binder import event_outcome, event_request, record_event
+from voltpack.operator.kube.client import REQUEST_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +58,23 @@ class EventQueue:
                 return False
             self._waiting += 1
             self._idle.clear()
+        poster = attached(self.core.api_client)
         try:
-            self._pool.submit(self._write, obj, reason, message, kind)
+            if poster is None:
+                self._pool.submit(self._write, obj, reason, message, kind)
+            else:  # posted from the poster's loop: no thread of this queue waits on it
+                path, body = event_request(obj, reason, message, kind)
+                name = obj["metadata"]["name"]
+                future = poster.submit(path, body, REQUEST_TIMEOUT_S)
+                future.add_done_callback(lambda done: self._posted(name, done))
         except RuntimeError:  # shut down: the operator is stopping
             self._done(False)
             return False
         return True
+
+    def _posted(self, name: str, done: Future[dict[str, Any]]) -> None:
+        """A posted Event's answer (in the poster's loop)."""
+        self._done(not done.cancelled() and event_outcome(self.core, name, done.exception()))
 
     def _write(self, obj: dict[str, Any], reason: str, message: str, kind: str) -> None:
         written = False
