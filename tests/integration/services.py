@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
+
+from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,17 @@ def missing_service(service: str, detail: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"{message} (CI runs every test; .ci/run installs what is missing)")
     pytest.skip(message)
+
+
+def started_control_plane(**options: Any) -> Iterator[ControlPlane]:
+    """A real control plane (`running_control_plane(**options)`) for a fixture to yield from,
+    or the missing binaries said as `missing_service` says them."""
+    wanted = {k: options[k] for k in ("kwok", "controllers", "scheduler") if k in options}
+    missing = missing_binaries(**wanted)
+    if missing:
+        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
+    with running_control_plane(**options) as plane:
+        yield plane
 
 
 def install_command(names: list[str], *, root: bool) -> str:

@@ -18,7 +18,7 @@ from kubernetes import client
 from tests.integration.backends import Cluster, EmulatorCluster, RealCluster, operator_in_thread
 from tests.integration.conftest import pod_manifest, wait_for
 from tests.integration.prometheus import promtool_check_metrics, running_prometheus
-from tests.integration.services import missing_service
+from tests.integration.services import started_control_plane
 from tests.integration.test_operator_dra import (
     PCIE_ROOT,
     allocate_by_hand,
@@ -27,7 +27,7 @@ from tests.integration.test_operator_dra import (
     gpu_and_nic_claim,
     operator_config,
 )
-from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from tests.k8s_control_plane import ControlPlane
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import StaticTokens
 from voltpack.api.server import serving
@@ -44,11 +44,7 @@ TOKEN = "tok-viewer-dra"
 
 @pytest.fixture(scope="module")
 def real_plane() -> Iterator[ControlPlane]:
-    missing = missing_binaries(kwok=True)
-    if missing:
-        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with running_control_plane(kwok=True) as plane:
-        yield plane
+    yield from started_control_plane(kwok=True)
 
 
 @contextmanager

@@ -10,12 +10,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest import pod_manifest
-from tests.integration.services import missing_service
+from tests.integration.services import started_control_plane
 from tests.k8s_control_plane import (
     ControlPlane,
-    bin_dir,
-    missing_binaries,
-    running_control_plane,
 )
 from voltpack.operator.kube.async_post import AsyncPoster, attach, attached
 from voltpack.operator.kube.binder import record_event
@@ -94,11 +91,7 @@ def test_a_proxy_keeps_the_clients_own_path() -> None:
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    missing = missing_binaries()
-    if missing:
-        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with running_control_plane() as running:
-        yield running
+    yield from started_control_plane()
 
 
 def test_tls_and_the_token_on_a_real_apiserver_and_a_401_read_again(plane: ControlPlane) -> None:

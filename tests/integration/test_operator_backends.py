@@ -39,7 +39,7 @@ from tests.integration.backends import (
     wait_gone,
 )
 from tests.integration.conftest import gpu_job_manifest, pod_manifest, serving, wait_for
-from tests.integration.services import missing_service
+from tests.integration.services import started_control_plane
 from tests.integration.test_operator import bound, gpu_usage_is_consistent, pods_of
 from tests.integration.test_power_loop import (
     BUDGET,
@@ -54,7 +54,7 @@ from tests.integration.test_power_loop import (
     power_budget,
 )
 from tests.integration.test_power_loop import POLICY as POWER_POLICY
-from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from tests.k8s_control_plane import ControlPlane
 from voltpack.api.app import ApiDependencies, create_app
 from voltpack.api.auth import KubernetesAuth
 from voltpack.emulator import EmulatorConfig, running_emulator
@@ -91,11 +91,7 @@ def a100s(count: int, prefix: str = "a100") -> list[Node]:
 
 
 def _real_plane(*apiserver_args: str) -> Iterator[ControlPlane]:
-    missing = missing_binaries(kwok=True)
-    if missing:
-        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with running_control_plane(kwok=True, extra_apiserver_args=apiserver_args) as plane:
-        yield plane
+    yield from started_control_plane(kwok=True, extra_apiserver_args=apiserver_args)
 
 
 @pytest.fixture(scope="module")

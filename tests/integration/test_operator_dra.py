@@ -13,8 +13,8 @@ from kubernetes import client
 
 from tests.integration.backends import Cluster, EmulatorCluster, RealCluster, operator_in_thread
 from tests.integration.conftest import wait_for
-from tests.integration.services import missing_service
-from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from tests.integration.services import started_control_plane
+from tests.k8s_control_plane import ControlPlane
 from voltpack.emulator import EmulatorConfig, running_emulator
 from voltpack.model import Node
 from voltpack.operator.runner import OperatorConfig
@@ -32,12 +32,8 @@ NODES = [Node.empty(f"node-{c}", 64_000, 524_288, 8, "H100") for c in "ab"]
 
 @pytest.fixture(scope="module")
 def real_plane() -> Iterator[ControlPlane]:
-    missing = missing_binaries(kwok=True)
-    if missing:
-        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
     # GPU shares: several claims on one GPU (consumable capacity, alpha in Kubernetes 1.34)
-    with running_control_plane(kwok=True, extra_apiserver_args=(CONSUMABLE_CAPACITY,)) as plane:
-        yield plane
+    yield from started_control_plane(kwok=True, extra_apiserver_args=(CONSUMABLE_CAPACITY,))
 
 
 def _prepare(cluster: Cluster, shared_gpus: bool) -> None:

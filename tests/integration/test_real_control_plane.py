@@ -19,7 +19,7 @@ from kubernetes.client import ApiException
 
 from tests import k8s_control_plane
 from tests.integration.conftest import wait_for
-from tests.integration.services import missing_service
+from tests.integration.services import missing_service, started_control_plane
 from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,11 +29,7 @@ NAMESPACE = "team-a"
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    missing = missing_binaries()
-    if missing:
-        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with running_control_plane() as running:
-        yield running
+    yield from started_control_plane()
 
 
 @pytest.fixture(scope="module")

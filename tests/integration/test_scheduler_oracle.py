@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.services import missing_service
-from tests.k8s_control_plane import ControlPlane, bin_dir, missing_binaries, running_control_plane
+from tests.integration.services import missing_service, started_control_plane
+from tests.k8s_control_plane import ControlPlane
 from tests.scheduler_oracle import (
     FilterCase,
     OracleAnswer,
@@ -634,11 +634,7 @@ def test_replay_of_10000_bindings_on_5000_nodes(oracle: SchedulerOracle) -> None
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    missing = missing_binaries(controllers=True)
-    if missing:
-        missing_service("kube-apiserver", f"{', '.join(missing)} not built in {bin_dir()}")
-    with running_control_plane(controllers=True) as running:
-        yield running
+    yield from started_control_plane(controllers=True)
 
 
 @pytest.fixture(scope="module")
