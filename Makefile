@@ -26,7 +26,8 @@ K8S_STAMP := $(K8S_DIR)/.built-kcm-etcd-$(ETCD_VERSION)-kwok-$(KWOK_VERSION)
 # binding is one kube-scheduler would allow (tools/scheduler-oracle, tests/scheduler_oracle.py)
 ORACLE := $(K8S_DIR)/scheduler-oracle
 ORACLE_SOURCES := $(wildcard tools/scheduler-oracle/*.go) tools/scheduler-oracle/go.mod \
-	tools/scheduler-oracle/go.sum tools/scheduler-oracle/build.sh tools/kubernetes/go.mod
+	tools/scheduler-oracle/go.sum tools/scheduler-oracle/build.sh tools/kubernetes/go.mod \
+	tools/go-build-common.sh
 
 .PHONY: demo test lint bench crds clean tools k8s e2e-test oracle lock lock-check audit image install-e2e
 
@@ -78,7 +79,7 @@ $(HELM):
 k8s: $(K8S_STAMP)
 
 # skipped when these pins are built already; .tools/k8s/bin points at the current pins
-$(K8S_STAMP): tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/build.sh
+$(K8S_STAMP): tools/go-build-common.sh tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/build.sh
 	rm -f $(K8S_DIR)/.built-*
 	KWOK_VERSION=$(KWOK_VERSION) tools/kubernetes/build.sh $(K8S_DIR)
 	ln -sfn $(K8S_VERSION) .tools/k8s/bin
@@ -91,7 +92,8 @@ $(K8S_STAMP): tools/kubernetes/go.mod tools/kubernetes/go.sum tools/kubernetes/b
 E2E_TEST := $(K8S_DIR)/e2e.test
 e2e-test: $(E2E_TEST)
 
-$(E2E_TEST): tools/kubernetes-e2e/go.mod tools/kubernetes-e2e/go.sum tools/kubernetes-e2e/build.sh
+$(E2E_TEST): tools/kubernetes-e2e/go.mod tools/kubernetes-e2e/go.sum tools/kubernetes-e2e/build.sh \
+	tools/go-build-common.sh
 	tools/kubernetes-e2e/build.sh $(K8S_DIR)
 	ln -sfn $(K8S_VERSION) .tools/k8s/bin
 

@@ -10,24 +10,11 @@ kwok_version=${KWOK_VERSION:?set KWOK_VERSION, e.g. v0.8.0}
 cd "$(dirname "$0")"
 command -v go >/dev/null || { echo "go is needed to build the Kubernetes binaries (Go >= 1.24)" >&2; exit 1; }
 
-# reproducible: the committed go.mod/go.sum decide every dependency; no toolchain download
-export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
+source ../go-build-common.sh
 
-k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+k8s_version=$(kubernetes_version)
 etcd_version=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
-# the release's own time (from the module proxy), not the wall clock, so builds are repeatable
-build_date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-major=${k8s_version#v}
-major=${major%%.*}
-minor=${k8s_version#v*.}
-minor=${minor%%.*}
-
-# what `kubectl version` and /version show, as in hack/lib/version.sh of a release build
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
-done
+ldflags=$(kubernetes_release_ldflags)
 
 echo "building kube-apiserver, kube-scheduler and kube-controller-manager $k8s_version, etcd $etcd_version, kwok $kwok_version into $out"
 go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver

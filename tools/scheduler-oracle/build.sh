@@ -9,15 +9,10 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 cd "$(dirname "$0")"
 command -v go >/dev/null || { echo "go is needed to build scheduler-oracle (Go >= 1.24)" >&2; exit 1; }
 
-# reproducible: the committed go.mod/go.sum decide every dependency; no toolchain download
-export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
+source ../go-build-common.sh
 
-k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
-pinned=$(cd ../kubernetes && go list -m -f '{{.Version}}' k8s.io/kubernetes)
-if [ "$k8s_version" != "$pinned" ]; then
-  echo "tools/scheduler-oracle/go.mod requires k8s.io/kubernetes $k8s_version but tools/kubernetes/go.mod pins $pinned: make them the same (and its staging replaces)" >&2
-  exit 1
-fi
+require_control_plane_release scheduler-oracle
+k8s_version=$(kubernetes_version)
 
 echo "building scheduler-oracle against k8s.io/kubernetes $k8s_version into $out"
 go build -trimpath -ldflags "-s -w" -o "$out/scheduler-oracle.tmp" .
