@@ -45,7 +45,7 @@ def test_freed_capacity_and_node_changes_are_due_only_while_pods_wait() -> None:
     wakeups.changed(running, None)
     wakeups.changed(running, pod("r", node="n1", phase="Succeeded"))
     wakeups.nodes.changed(None, {"metadata": {"name": "n2"}})
-    assert not wakeups.due.is_set()
+    assert not wakeups.due.is_set()  # nothing waits: not even a new node is due
     wakeups.waiting = True
     wakeups.changed(running, None)
     assert wakeups.due.is_set()
@@ -53,7 +53,58 @@ def test_freed_capacity_and_node_changes_are_due_only_while_pods_wait() -> None:
     wakeups.changed(running, pod("r", node="n1", phase="Failed"))
     assert wakeups.due.is_set()
     wakeups.cycle_started()
-    wakeups.nodes.changed({"metadata": {"name": "n2"}}, {"metadata": {"name": "n2"}})
+    wakeups.nodes.changed(None, {"metadata": {"name": "n2"}})  # a node added
+    assert wakeups.due.is_set()
+
+
+def node(
+    labels: dict[str, str] | None = None, ready: str = "True", beat: str = "t0", **spec: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "n1", "labels": labels or {}},
+        "spec": spec,
+        "status": {
+            "allocatable": {"cpu": "64", "nvidia.com/gpu": "8"},
+            "conditions": [{"type": "Ready", "status": ready, "lastHeartbeatTime": beat}],
+        },
+    }
+
+
+def test_only_node_changes_scheduling_reads_are_due_while_pods_wait() -> None:
+    wakeups = CycleWakeups(SERVED)
+    wakeups.waiting = True
+    wakeups.nodes.changed(node(beat="t0"), node(beat="t1"))  # a heartbeat
+    assert not wakeups.due.is_set()
+    changes = [
+        node(labels={"zone": "b"}),
+        node(unschedulable=True),
+        node(taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+        node(ready="False"),
+    ]
+    for changed in changes:
+        wakeups.cycle_started()
+        wakeups.nodes.changed(node(), changed)
+        assert wakeups.due.is_set(), changed
+    wakeups.cycle_started()
+    wakeups.nodes.changed(node(), None)  # deleted
+    assert wakeups.due.is_set()
+
+
+def test_a_waiting_pods_status_written_by_a_scheduler_is_not_new_work() -> None:
+    wakeups = CycleWakeups(SERVED)
+    wakeups.waiting = True
+    waiting = pod("w")
+    marked = pod("w", conditions=[{"type": "PodScheduled", "status": "False"}])
+    wakeups.changed(waiting, marked)
+    assert not wakeups.due.is_set()
+    gated = pod("g")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    wakeups.changed(gated, pod("g"))  # the gate lifted: its spec changed
+    assert wakeups.due.is_set()
+    wakeups.cycle_started()
+    relabelled = pod("w")
+    relabelled["metadata"]["annotations"] = {"voltpack.io/pod-group": "train"}
+    wakeups.changed(waiting, relabelled)
     assert wakeups.due.is_set()
 
 

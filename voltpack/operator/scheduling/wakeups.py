@@ -10,8 +10,10 @@ event that can make it fit.
 `CycleWakeups` hears the pod and node caches and sets `due` for:
 - a pod that waits for this operator (unbound, one of its scheduler names, not finished or
   deleting), added or changed: new work;
-- while the last cycle left pods waiting (`waiting`): a bound pod deleted or finished, and any
-  node added or changed (capacity or eligibility that may let them fit).
+- while the last cycle left pods waiting (`waiting`): a bound pod deleted or finished, and a
+  node added, deleted or changed in what scheduling reads (labels, taints, cordon, capacity,
+  readiness; not a heartbeat), which may let them fit.
+A waiting pod's own status change (the scheduler's condition on it) is not new work either.
 Everything else waits for the interval. `settle` then lets a burst of arrivals finish first, so
 one cycle takes them all (1,000 pods created at once reached the cache over about 0.2 s).
 """
@@ -50,8 +52,11 @@ class CycleWakeups:
     def changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """A pod was added, replaced or deleted."""
         if new is not None and self._waits_here(new):
-            self.due.set()
-            self._arrived.set()
+            # a waiting pod's status is what schedulers write (its PodScheduled condition,
+            # nominatedNodeName): only a change to what it asks for is new work
+            if old is None or not self._waits_here(old) or _asks_differently(old, new):
+                self.due.set()
+                self._arrived.set()
         elif self.waiting and _holds_node(old) and not _holds_node(new):
             self.due.set()
 
@@ -92,8 +97,49 @@ class _NodeChanges:
         self.wakeups.due.set()
 
     def changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if self.wakeups.waiting:
+        if self.wakeups.waiting and _schedulable_differently(old, new):
             self.wakeups.due.set()
+
+
+def _asks_differently(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a pod's spec, labels or annotations (what voltpack decides from) changed."""
+    return any(
+        _at(old, path) != _at(new, path)
+        for path in (("spec",), ("metadata", "labels"), ("metadata", "annotations"))
+    )
+
+
+NODE_FIELDS = (
+    ("spec", "unschedulable"),
+    ("spec", "taints"),
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("status", "allocatable"),
+    ("status", "capacity"),
+)
+"""What a node change must touch to let a waiting pod fit: a heartbeat (conditions' times, a
+kubelet's or kwok's periodic status) does not."""
+
+
+def _schedulable_differently(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """Whether a node was added, deleted or changed in what scheduling reads (its Ready
+    condition's status included)."""
+    if old is None or new is None:
+        return True
+    return any(_at(old, path) != _at(new, path) for path in NODE_FIELDS) or _ready(old) != _ready(
+        new
+    )
+
+
+def _ready(node: dict[str, Any]) -> str | None:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return next((c.get("status") for c in conditions if c.get("type") == "Ready"), None)
+
+
+def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for part in path:
+        obj = obj.get(part) or {}
+    return obj
 
 
 def _holds_node(pod: dict[str, Any] | None) -> bool:
