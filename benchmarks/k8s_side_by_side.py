@@ -624,8 +624,8 @@ def shape_run(
         "scheduler_idle_cpu_share_before": idle_share,
         "apiserver_cpu_s": None if apiserver_cpu_s is None else round(apiserver_cpu_s, 2),
         "machine_busy_share": round(machine_busy_share, 3),
-        # every process's CPU over the scheduler's reading's interval: less the scheduler's, what
-        # the rest of the machine spent on these pods (the control plane, kwok, this watch)
+        # every process's busy CPU-seconds over the scheduler's reading's interval (the control
+        # plane, kwok, this watch, any other load on the machine)
         "machine_busy_cpu_s": round(machine_after[0] - machine_before[0], 2),
         "machine_cores": os.cpu_count(),
         **events,
@@ -974,7 +974,7 @@ def main() -> None:
                 row |= {"run": run, "run_wall_s": round(time.perf_counter() - mark, 1)}
                 print(json.dumps(row), flush=True)
                 figures["throughput"].append(row)
-        figures["throughput_summary"] = summarise(figures["throughput"], os.cpu_count())
+        figures["throughput_summary"] = summarise(figures["throughput"])
         figures["throughput_ratios"] = ratios(figures["throughput_summary"], KUBE_RAISED.config)
     if args.only != "throughput":
         data = packing_input(args.packing_nodes)
@@ -1004,8 +1004,7 @@ def rewrite_report(path: Path) -> None:
     themselves unchanged): `path` and the `.md` beside it are rewritten."""
     figures = json.loads(path.read_text())
     if figures.get("throughput"):
-        cores = (figures.get("machine") or {}).get("cpu_count")
-        figures["throughput_summary"] = summarise(figures["throughput"], cores)
+        figures["throughput_summary"] = summarise(figures["throughput"])
         figures["throughput_ratios"] = ratios(figures["throughput_summary"], KUBE_RAISED.config)
     path.write_text(json.dumps(figures, indent=1) + "\n")
     path.with_suffix(".md").write_text(markdown(figures))

@@ -12,7 +12,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from k8s_shapes_report import machine_ceiling_pods_per_s
 from k8s_side_by_side import KUBE_RAISED, parse_scale, ratios, run_order, summarise
 
 
@@ -52,23 +51,23 @@ def test_a_bad_scale_is_named() -> None:
             parse_scale(bad)
 
 
-def test_the_machine_ceiling_from_busy_cpu_or_estimated_from_the_busy_share() -> None:
-    measured = {"bound": 1000, "scheduler_cpu_s": 1.0, "machine_busy_cpu_s": 5.0,
-                "machine_cores": 2, "seconds": 2.5, "machine_busy_share": 1.0}  # fmt: skip
-    # the rest of the machine spent 4 CPU-s on 1,000 pods: 2 cores could do 500 pods/s
-    assert machine_ceiling_pods_per_s(measured) == pytest.approx(500.0)
-    older = {"bound": 1000, "scheduler_cpu_s": 1.0, "seconds": 2.5, "machine_busy_share": 0.8}
-    # 0.8 x 2 cores x 2.5 s = 4 busy CPU-s, 3 of them not the scheduler's
-    assert machine_ceiling_pods_per_s(older, cores=2) == pytest.approx(2000 / 3)
-    assert machine_ceiling_pods_per_s(older) is None  # cores not known
-    assert machine_ceiling_pods_per_s({**measured, "machine_busy_cpu_s": 0.5}) is None
+def test_the_apiservers_cpu_per_pod_is_summarised() -> None:
     rows = [
-        {**row("kube-scheduler", KUBE_RAISED.config, 250.0, 0.002), **measured},
         {
             **row("kube-scheduler", KUBE_RAISED.config, 250.0, 0.002),
-            **measured,
-            "machine_busy_cpu_s": 3.0,
+            "bound": 20,
+            "apiserver_cpu_s": 0.04,
+        },
+        {
+            **row("kube-scheduler", KUBE_RAISED.config, 250.0, 0.002),
+            "bound": 20,
+            "apiserver_cpu_s": 0.08,
+        },
+        {
+            **row("kube-scheduler", KUBE_RAISED.config, 250.0, 0.002),
+            "bound": 0,
+            "apiserver_cpu_s": None,
         },
     ]
     (kube,) = summarise(rows)
-    assert kube["machine_ceiling_pods_per_s"] == {"median": 750.0, "min": 500.0, "max": 1000.0}
+    assert kube["apiserver_cpu_s_per_pod"] == {"median": 0.003, "min": 0.002, "max": 0.004}
