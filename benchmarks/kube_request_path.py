@@ -18,7 +18,6 @@ Clients, alternated round by round:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import ssl
 import statistics
@@ -34,13 +33,14 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import save
+
 from tests.k8s_control_plane import ControlPlane, running_control_plane
 from voltpack.operator.kube.async_post import AsyncPoster, attach
 from voltpack.operator.kube.client import post_json
 
 NAMESPACE = "default"
 EVENTS_PATH = f"/api/v1/namespaces/{NAMESPACE}/events"
-RESULTS = Path(__file__).parent / "results" / "kube_request_path"
 
 
 def event_body(serial: int) -> dict[str, Any]:
@@ -142,8 +142,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 })  # fmt: skip
                 print(f"{client_name:>10}: {1000 * cpu / sent:.3f} CPU ms/request, "
                       f"{sent / wall:.0f}/s, load {load:.2f}", flush=True)  # fmt: skip
-    return {"benchmark": "kube_request_path", "requests": args.requests,
-            "concurrency": args.concurrency, "runs": runs}  # fmt: skip
+    return {"requests": args.requests, "concurrency": args.concurrency, "runs": runs}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -173,13 +172,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help="results folder")
     args = parser.parse_args()
     result = measure(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "result.md").write_text(table(result))
-    print(table(result))
+    save("kube_request_path", result, table(result), args.out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Through the official client (urllib3, `http.client`'s header parsing, the client's request
 plumbing) one POST cost this process 0.52 CPU ms on a real kube-apiserver; through this
 module's one aiohttp session (its C HTTP parser) on an asyncio loop of its own, 0.305 ms, both
-from 16 threads (`benchmarks/kube_request_path.py`, `benchmarks/results/kube_request_path/`).
+from 16 threads (`benchmarks/kube_request_path.py`, `benchmarks/results/kube_request_path.md`).
 Each pod voltpack binds costs two POSTs (its Binding and its Event), and they were most of its
 CPU per pod on kube-scheduler's cheap scheduler_perf shapes.
 
