@@ -87,6 +87,7 @@ from tests.k8s_control_plane import (  # noqa: E402
     ControlPlane,
     bin_dir,
     running_control_plane,
+    stop_process,
 )
 from tests.scheduler_oracle import BUILD_HINT as ORACLE_BUILD_HINT  # noqa: E402
 from tests.scheduler_oracle import missing_oracle  # noqa: E402
@@ -410,12 +411,7 @@ def started(contender: Contender, cluster: Cluster, tag: str) -> Iterator[subpro
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop_process(process, 30)
 
 
 def check_alive(process: subprocess.Popen[bytes], log: Path) -> None:

@@ -177,14 +177,19 @@ class _Processes:
     def stop(self) -> None:
         for _, process, log in reversed(self.running):
             if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=15)
+                stop_process(process, 15)
             log.close()
         self.running.clear()
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL when it has not exited within `timeout_s`."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout_s)
 
 
 def _wait(

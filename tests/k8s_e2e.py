@@ -40,6 +40,7 @@ from tests.k8s_control_plane import (
     bin_dir,
     missing_binaries,
     running_control_plane,
+    stop_process,
 )
 
 KWOK_KUBELET_ALLOCATABLE = Path(__file__).with_name("kwok_kubelet_allocatable.yaml")
@@ -404,9 +405,4 @@ def voltpack_operator(plane: ControlPlane, log: Path) -> Iterator[subprocess.Pop
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+            stop_process(process, 15)

@@ -6,12 +6,13 @@ shows it."""
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from kubernetes.client import CoreV1Api
 
 from voltpack.operator.kube.client import api_message, call_json, status_code
+from voltpack.operator.kube.timestamps import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +40,23 @@ def unscheduled_patch(pod: dict[str, Any], reason: str, message: str) -> dict[st
         return None
     changed = current.get("status") != "False"
     since = current.get("lastTransitionTime") if not changed else None
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    condition = {
-        "type": CONDITION,
-        "status": "False",
+    condition = pod_condition(CONDITION, "False", reason, message, since)
+    return {"status": {"conditions": [condition]}}
+
+
+def pod_condition(
+    kind: str, status: str, reason: str, message: str, since: str | None = None
+) -> dict[str, Any]:
+    """One pod condition as a scheduler writes it: no probe time, and the transition at
+    `since` (a status kept) or now (a status changed)."""
+    return {
+        "type": kind,
+        "status": status,
         "reason": reason,
         "message": message,
         "lastProbeTime": None,
-        "lastTransitionTime": since or now,
+        "lastTransitionTime": since or rfc3339(time.time()),
     }
-    return {"status": {"conditions": [condition]}}
 
 
 def mark_unscheduled(core: CoreV1Api, pod: dict[str, Any], reason: str, message: str) -> bool:
@@ -92,13 +100,5 @@ def mark_disruption_target(core: CoreV1Api, pod: dict[str, Any], message: str) -
     """`DisruptionTarget=True` (reason `PreemptionByScheduler`) on a victim before it is deleted,
     so its job controller counts the failure as a disruption (Job `podFailurePolicy`); False
     when it could not be written (the deletion goes ahead all the same)."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    condition = {
-        "type": DISRUPTION_TARGET,
-        "status": "True",
-        "reason": PREEMPTION_BY_SCHEDULER,
-        "message": message,
-        "lastProbeTime": None,
-        "lastTransitionTime": now,
-    }
+    condition = pod_condition(DISRUPTION_TARGET, "True", PREEMPTION_BY_SCHEDULER, message)
     return patch_pod_status(core, pod, {"status": {"conditions": [condition]}}, DISRUPTION_TARGET)
