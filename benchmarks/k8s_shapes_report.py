@@ -50,19 +50,49 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def ratios(summary: Sequence[dict[str, Any]], baseline_config: str) -> list[dict[str, Any]]:
+def entry_of(
+    summary: Sequence[dict[str, Any]], config: str, size: tuple[str, int, int]
+) -> dict[str, Any] | None:
+    """The summary entry of the set-up named `config` at (shape, nodes, pods), if it ran."""
+    return next(
+        (
+            e
+            for e in summary
+            if e["config"] == config and (e.get("shape", "gpu"), e["nodes"], e["pods"]) == size
+        ),
+        None,
+    )
+
+
+def voltpack_of(summary: Sequence[dict[str, Any]], size: tuple[str, int, int]) -> dict[str, Any]:
+    """voltpack's summary entry at (shape, nodes, pods); empty if it did not run there."""
+    return next(
+        (
+            e
+            for e in summary
+            if e["scheduler"] == "voltpack"
+            and (e.get("shape", "gpu"), e["nodes"], e["pods"]) == size
+        ),
+        {},
+    )
+
+
+def ratios(
+    summary: Sequence[dict[str, Any]], baseline_config: str, ceiling_config: str | None = None
+) -> list[dict[str, Any]]:
     """Per shape and size: voltpack's median pods/s and CPU-seconds per pod over those of the
     set-up named `baseline_config` (kube-scheduler with scheduler_perf's client limits), and
-    whether the goal (GOAL_SPEEDUP) is met, with what misses it."""
+    whether the goal (GOAL_SPEEDUP) is met, with what misses it. Where the set-up named
+    `ceiling_config` ran (kube-scheduler deciding nothing: the request path alone), its median
+    pods/s too, and whether the goal's rate is under it at all."""
     out = []
     for ours in (e for e in summary if e["scheduler"] == "voltpack"):
         size = (ours.get("shape", "gpu"), ours["nodes"], ours["pods"])
-        same = [e for e in summary if e["config"] == baseline_config]
-        theirs = next(
-            (e for e in same if (e.get("shape", "gpu"), e["nodes"], e["pods"]) == size), None
-        )
+        theirs = entry_of(summary, baseline_config, size)
         if theirs is None or "pods_per_s" not in theirs:
             continue
+        ceiling = entry_of(summary, ceiling_config, size) if ceiling_config else None
+        ceiling_rate = (ceiling or {}).get("pods_per_s", {}).get("median")
         speed = ours["pods_per_s"]["median"] / theirs["pods_per_s"]["median"]
         cpu_ours = ours.get("scheduler_cpu_s_per_pod", {}).get("median")
         cpu_theirs = theirs.get("scheduler_cpu_s_per_pod", {}).get("median")
@@ -84,10 +114,16 @@ def ratios(summary: Sequence[dict[str, Any]], baseline_config: str) -> list[dict
                           "refuse in any order")  # fmt: skip
         elif unchecked:
             misses.append(f"{unchecked:,} bind-order violations not checked in the final state")
+        goal_rate = GOAL_SPEEDUP * theirs["pods_per_s"]["median"]
         out.append({
             "shape": size[0], "nodes": ours["nodes"], "pods": ours["pods"],
             "pods_per_s_ratio": speed, "cpu_s_per_pod_ratio": cpu,
-            "goal_met": not misses, "goal_misses": misses,
+            "baseline_config": baseline_config, "ceiling_config": ceiling_config,
+            "goal_met": not misses, "goal_misses": misses, "goal_pods_per_s": goal_rate,
+            "ceiling_pods_per_s": ceiling_rate,
+            "goal_over_ceiling": None if ceiling_rate is None else goal_rate > ceiling_rate,
+            "pods_per_s_of_ceiling": (None if ceiling_rate is None
+                                      else ours["pods_per_s"]["median"] / ceiling_rate),
         })  # fmt: skip
     return out
 
@@ -156,7 +192,6 @@ def throughput_lines(figures: dict[str, Any]) -> list[str]:
         lines += ["", *(f"- {note}" for note in dict.fromkeys(notes))] if notes else []
         lines.append("")
     summary = figures.get("throughput_summary") or []
-    by_key = {(e["shape"], e["scheduler"], e["nodes"], e["pods"]): e for e in summary}
     goals = figures.get("throughput_ratios") or []
     if goals:
         lines += [
@@ -173,8 +208,9 @@ def throughput_lines(figures: dict[str, Any]) -> list[str]:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
         ]
         for g in goals:
-            kube = by_key.get((g["shape"], "kube-scheduler", g["nodes"], g["pods"]), {})
-            ours = by_key.get((g["shape"], "voltpack", g["nodes"], g["pods"]), {})
+            size = (g["shape"], g["nodes"], g["pods"])
+            kube = entry_of(summary, g.get("baseline_config", ""), size) or {}
+            ours = voltpack_of(summary, size)
             cpu = g["cpu_s_per_pod_ratio"]
             goal = "met" if g["goal_met"] else "**not met**: " + "; ".join(g["goal_misses"])
             lines.append(
@@ -189,6 +225,7 @@ def throughput_lines(figures: dict[str, Any]) -> list[str]:
                 f"{violations_text(kube)} / {violations_text(ours)} | {goal} |"
             )
         lines.append("")
+        lines += ceiling_lines(goals, summary)
     if summary:
         lines += [
             "Per set-up: medians of the runs (min-max); runs alternate between the contenders.",
@@ -212,6 +249,39 @@ def throughput_lines(figures: dict[str, Any]) -> list[str]:
         lines.append("")
     lines += run_lines(figures.get("throughput") or [])
     return lines
+
+
+CEILING = (
+    "The ceiling: kube-scheduler with every Filter and Score plugin off "
+    "(`benchmarks/k8s/kube-scheduler-no-plugins.yaml`) binds each pod to the next node without "
+    "looking at it and writes the same Scheduled Event: the same requests through kube-scheduler's "
+    "own Go client, with no decision. Its pods/s is what the control plane (apiserver, etcd, "
+    "kwok) and the cores leave to a scheduler that does this work; a goal above it cannot be "
+    "met by any scheduler on this machine. It is not a contender (it checks nothing, so the "
+    "oracle refuses many of its bindings) and runs in the same alternating rounds."
+)
+
+
+def ceiling_lines(goals: Sequence[dict[str, Any]], summary: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the ceiling ran: its pods/s beside the goal's rate and voltpack's."""
+    measured = [g for g in goals if g.get("ceiling_pods_per_s")]
+    if not measured:
+        return []
+    lines = [CEILING, "",
+             "| shape | goal pods/s (1.5x kube-scheduler) | ceiling pods/s | goal under the "
+             "ceiling | voltpack pods/s | voltpack / ceiling | ceiling CPU ms/pod |",
+             "|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+    for g in measured:
+        size = (g["shape"], g["nodes"], g["pods"])
+        ceiling = entry_of(summary, g["ceiling_config"], size) or {}
+        ours = voltpack_of(summary, size)
+        lines.append(
+            f"| {g['shape']} | {g['goal_pods_per_s']:.1f} | {spread(ceiling, 'pods_per_s', 1, 1)} "
+            f"| {'**no**' if g['goal_over_ceiling'] else 'yes'} | "
+            f"{spread(ours, 'pods_per_s', 1, 1)} | {g['pods_per_s_of_ceiling']:.2f} | "
+            f"{spread(ceiling, 'scheduler_cpu_s_per_pod', 1000, 2)} |"
+        )
+    return [*lines, ""]
 
 
 def run_lines(rows: Sequence[dict[str, Any]]) -> list[str]:

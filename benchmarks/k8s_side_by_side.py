@@ -179,8 +179,13 @@ KUBE_MOST = Contender(
     "kube-scheduler", "MostAllocated (cpu 1, memory 1, nvidia.com/gpu 3), QPS 5000",
     "kube-scheduler-most-allocated", RAISED_QPS, RAISED_BURST,
 )  # fmt: skip
+KUBE_NO_PLUGINS = Contender(
+    "kube-scheduler", "no Filter or Score plugins (the request path alone: a ceiling), QPS 5000",
+    "kube-scheduler-no-plugins", RAISED_QPS, RAISED_BURST,
+)  # fmt: skip
 VOLTPACK = Contender("voltpack", "operator, shipped default policy fgd")
-CONTENDERS = {"kube-default": KUBE_DEFAULT, "kube-qps5000": KUBE_RAISED, "voltpack": VOLTPACK}
+CONTENDERS = {"kube-default": KUBE_DEFAULT, "kube-qps5000": KUBE_RAISED,
+              "kube-no-plugins": KUBE_NO_PLUGINS, "voltpack": VOLTPACK}  # fmt: skip
 """Throughput's contenders by `--contenders` name."""
 
 
@@ -970,8 +975,7 @@ def main() -> None:
                 row |= {"run": run, "run_wall_s": round(time.perf_counter() - mark, 1)}
                 print(json.dumps(row), flush=True)
                 figures["throughput"].append(row)
-        figures["throughput_summary"] = summarise(figures["throughput"])
-        figures["throughput_ratios"] = ratios(figures["throughput_summary"], KUBE_RAISED.config)
+        sum_up(figures)
     if args.only != "throughput":
         data = packing_input(args.packing_nodes)
         figures["packing_input"] = {
@@ -995,13 +999,21 @@ def main() -> None:
     save("k8s_side_by_side", figures, markdown(figures), args.out)
 
 
+def sum_up(figures: dict[str, Any]) -> None:
+    """The throughput runs' summary and ratios (against kube-scheduler with scheduler_perf's
+    client limits, and the ceiling of the request path where it ran) into `figures`."""
+    figures["throughput_summary"] = summarise(figures["throughput"])
+    figures["throughput_ratios"] = ratios(
+        figures["throughput_summary"], KUBE_RAISED.config, KUBE_NO_PLUGINS.config
+    )
+
+
 def rewrite_report(path: Path) -> None:
     """A saved result's summary, ratios and Markdown made again with this report code (the runs
     themselves unchanged): `path` and the `.md` beside it are rewritten."""
     figures = json.loads(path.read_text())
     if figures.get("throughput"):
-        figures["throughput_summary"] = summarise(figures["throughput"])
-        figures["throughput_ratios"] = ratios(figures["throughput_summary"], KUBE_RAISED.config)
+        sum_up(figures)
     path.write_text(json.dumps(figures, indent=1) + "\n")
     path.with_suffix(".md").write_text(markdown(figures))
 

@@ -12,7 +12,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from k8s_side_by_side import KUBE_RAISED, parse_scale, ratios, run_order, summarise
+from k8s_shapes_report import throughput_lines
+from k8s_side_by_side import (
+    KUBE_NO_PLUGINS,
+    KUBE_RAISED,
+    parse_scale,
+    ratios,
+    run_order,
+    summarise,
+)
 
 
 def row(scheduler: str, config: str, pods_per_s: float, cpu_per_pod: float) -> dict[str, Any]:
@@ -71,3 +79,26 @@ def test_the_apiservers_cpu_per_pod_is_summarised() -> None:
     ]
     (kube,) = summarise(rows)
     assert kube["apiserver_cpu_s_per_pod"] == {"median": 0.003, "min": 0.002, "max": 0.004}
+
+
+def test_the_ceiling_says_whether_the_goal_can_be_reached() -> None:
+    """kube-scheduler deciding nothing bounds what any scheduler making its requests reaches:
+    a goal above that rate is reported as out of reach, and voltpack's share of it is kept."""
+    rows = [
+        row("kube-scheduler", KUBE_RAISED.config, 300.0, 0.002),
+        row("kube-scheduler", KUBE_NO_PLUGINS.config, 400.0, 0.001),
+        row("voltpack", "vp", 360.0, 0.0015),
+    ]
+    summary = summarise(rows)
+    (ratio,) = ratios(summary, KUBE_RAISED.config, KUBE_NO_PLUGINS.config)
+    assert ratio["goal_pods_per_s"] == pytest.approx(450.0)
+    assert ratio["ceiling_pods_per_s"] == 400.0 and ratio["goal_over_ceiling"] is True
+    assert ratio["pods_per_s_of_ceiling"] == pytest.approx(0.9)
+    assert ratio["pods_per_s_ratio"] == pytest.approx(1.2) and not ratio["goal_met"]
+    text = "\n".join(throughput_lines({"throughput_summary": summary, "throughput_ratios": [ratio],
+                                       "throughput": []}))  # fmt: skip
+    assert "| gpu | 450.0 | 400.0 (400.0-400.0) | **no** | 360.0 (360.0-360.0) | 0.90 |" in text
+    # the baseline's row is kube-scheduler with scheduler_perf's limits, not the ceiling
+    assert "| 300.0 (300.0-300.0) | 360.0 (360.0-360.0) | 1.20x |" in text
+    (without,) = ratios(summary, KUBE_RAISED.config)
+    assert without["ceiling_pods_per_s"] is None and without["goal_over_ceiling"] is None
