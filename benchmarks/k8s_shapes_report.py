@@ -257,8 +257,8 @@ CEILING = (
     "looking at it and writes the same Scheduled Event: the same requests through kube-scheduler's "
     "own Go client, with no decision. Its pods/s is what the control plane (apiserver, etcd, "
     "kwok) and the cores leave to a scheduler that does this work; a goal above it cannot be "
-    "met by any scheduler on this machine. It is not a contender (it checks nothing: where a "
-    "shape constrains, the oracle refuses its bindings) and runs in the same alternating rounds."
+    "met by any scheduler on this machine. It is not a contender (it checks nothing, so the "
+    "oracle refuses many of its bindings) and runs in the same alternating rounds."
 )
 
 
