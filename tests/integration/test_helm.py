@@ -29,7 +29,6 @@ import yaml
 
 from tests.integration.services import missing_service
 from voltpack.cli import app
-from voltpack.operator.kube.groups.resolve import WORKLOAD_RESOURCES
 from voltpack.policies.schema import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,10 +304,8 @@ OPERATOR_MODULES = [
     "kube/leader", "kube/policy_reload", "scheduling/job_history", "scheduling/topology_view",
     "inference/services", "kube/setup_problems", "dra/support", "dra/writer",
     "scheduling/gang_undo", "scheduling/gang_recovery", "scheduling/training_rounds",
-    "kube/pod_conditions", "scheduling/workload_groups",
+    "kube/pod_conditions",
 ]  # fmt: skip
-WORKLOAD_MODULE = "scheduling/workload_groups"
-"""Lists and watches the workload kinds of `WORKLOAD_RESOURCES`, the plural a variable."""
 # The admin API (voltpack/operator/admin/source.py, voltpack/api/auth.py): its custom-object
 # lists take the plural as a variable, so its grants are spelled out here, one per call.
 API_GRANTS = {
@@ -353,12 +350,6 @@ def permissions_used(modules: list[str]) -> set[tuple[str, str, str]]:
             if call in CLIENT_CALLS:
                 group, resource, verbs = CLIENT_CALLS[call]
                 used |= {(group, resource, verb) for verb in verbs}
-            elif call in CUSTOM_CALLS and module == WORKLOAD_MODULE:
-                used |= {
-                    (group, plural, verb)
-                    for group, _, plural in WORKLOAD_RESOURCES.values()
-                    for verb in ("list", "watch")
-                }
             elif call in CUSTOM_CALLS:
                 # the plural: the first literal or PLURAL among the call's arguments
                 arguments = source[match.end() : match.end() + 160]

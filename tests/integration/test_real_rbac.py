@@ -94,18 +94,6 @@ JUSTIFIED_UNUSED: dict[tuple[str, str, str, str, str, str], str] = {
     )
     for plural in ("gpujobs", "queues", "powerbudgets")
 }
-for _group, _plural in (
-    ("jobset.x-k8s.io", "jobsets"),
-    ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-    ("ray.io", "rayclusters"),
-    ("scheduling.volcano.sh", "podgroups"),
-    ("scheduling.run.ai", "podgroups"),
-):
-    JUSTIFIED_UNUSED[("operator", "watch", _group, _plural, "cluster", "")] = (
-        "the workload kind's cache watches once its list answers, i.e. once its CRD is "
-        "installed; this cluster has none, so each list is a 404 "
-        "(voltpack/operator/scheduling/workload_groups.py)"
-    )
 JUSTIFIED_UNUSED[("operator", "get", "", "pods", "cluster", "")] = (
     "a gang member whose binding failed, or a gang seen partly bound, is read back "
     "(voltpack/operator/kube/binder.py, gang_undo.py; tests/integration/test_gang_binding.py)"

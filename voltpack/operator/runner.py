@@ -83,7 +83,6 @@ from voltpack.operator.scheduling.topology_view import (
 )
 from voltpack.operator.scheduling.volumes import VolumeView
 from voltpack.operator.scheduling.wakeups import CycleWakeups
-from voltpack.operator.scheduling.workload_groups import WorkloadGroups
 from voltpack.operator.scheduling.writers import (
     EvictionWriter,
     InferenceWriter,
@@ -192,8 +191,6 @@ class Operator:
         self.recovery = GangRecovery(self.core, recovery_policy(config.policy.spec.recovery))
         self.partial_gangs = PartialGangs(self.core, config.scheduler_names)
         self.jobs = ResourceCache("gpujobs", self.job_controller.list_function, self.setup)
-        self.workload_groups = WorkloadGroups(custom, self.setup)
-        """JobSets, LeaderWorkerSets, RayClusters and PodGroups: the gangs of pods they own."""
         self.budgets = ResourceCache(
             "powerbudgets",
             lambda **kwargs: custom.list_cluster_custom_object(
@@ -338,7 +335,6 @@ class Operator:
         for cache in (self.namespaces, self.claims, self.volumes, self.storage_classes):
             cache.start(stop)
         self.jobs.start(stop)
-        self.workload_groups.start(stop)
         self.budgets.start(stop)
         self.queues.start(stop)
         self.topologies.start(stop)
@@ -575,21 +571,19 @@ class Operator:
             )
             self._node_names = snapshot.node_names
         self._scheduler.preferences = self.policy.spec.scoring.preferences
-        groups = self.workload_groups.cycle()
         running = running_gangs(
             pods,
             snapshot,
             self.config.scheduler_names,
             self.disruption_budgets.values(),
             self._request_of,
-            groups,
         )
         self._scheduler.topology = topo.placement(
             snapshot.node_names,
             nodes,
             make_placer(self.policy.spec.topology.placer),
             # only with an active Topology: no scan of every pod's annotations otherwise
-            running_topology_gangs(pods, running, groups) if topo.spec is not None else (),
+            running_topology_gangs(pods, running) if topo.spec is not None else (),
         )
         self._topology_cycle = topo
         work = pending_work(
@@ -600,7 +594,6 @@ class Operator:
             VolumeView(
                 self.claims.values(), self.volumes.values(), self.storage_classes.values()
             ).request,
-            groups,
         )
         topology_gangs = {group.name for group in work.groups if group.topology is not None}
         if self._scheduler.topology is None:
@@ -615,10 +608,10 @@ class Operator:
             ordering=self._ordering,
             rules=self._preemption,
             running=running,
-            gangs=pending_queues(work, pods, groups),
+            gangs=pending_queues(work, pods),
             now_s=now,
             model_choices=hetero.choices,
-            awaiting_victims=awaiting_victims(pods, groups),
+            awaiting_victims=awaiting_victims(pods),
         )
         by_key = {pod_key(p): p for p in pods}
         rows = {name: row for row, name in enumerate(snapshot.node_names)}

@@ -15,9 +15,12 @@ from voltpack.model.snapshot import ClusterSnapshot
 from voltpack.model.topology_request import TopologyRequest
 from voltpack.model.work import PendingWork
 from voltpack.model.workload import Pod, PodGroup
-from voltpack.operator.kube.conventions import SERVED_SCHEDULERS
-from voltpack.operator.kube.groups.mark import GroupMark, NoWorkloadObjects
-from voltpack.operator.kube.groups.resolve import group_of
+from voltpack.operator.kube.conventions import (
+    MIN_MEMBERS_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    SERVED_SCHEDULERS,
+    WORLD_SIZE_ANNOTATION,
+)
 from voltpack.operator.kube.node_facts import MALFORMED_TAINT, node_facts_from_k8s
 from voltpack.operator.kube.translate import (
     gpu_indices,
@@ -136,16 +139,6 @@ def _nics_of(
     return request, (() if choice.nic is None else (choice.nic,))
 
 
-GroupOf = Callable[[dict[str, Any]], GroupMark | None]
-"""A pod's gang (`groups.resolve.group_of` over the cluster's workload objects); raises
-GroupUnreadableError when its definition cannot be read."""
-
-
-def own_groups(pod: dict[str, Any]) -> GroupMark | None:
-    """A pod's gang from its own labels and annotations alone (no workload object known)."""
-    return group_of(pod, NoWorkloadObjects())
-
-
 RequestAdjuster = Callable[[dict[str, Any], Pod], Pod]
 """The request of a pod that asks for devices through ResourceClaims (`dra_cycle`); raises
 InvalidRequestError to hold the pod with the reason."""
@@ -157,10 +150,8 @@ def pending_work(
     request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
     scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
     volumes_request: RequestAdjuster | None = None,
-    groups: GroupOf = own_groups,
 ) -> PendingWork:
-    """Unbound pods for voltpack, grouped into gangs by `groups` (voltpack's
-    `voltpack.io/pod-group`, or the marker of the workload's own kind; a pod alone otherwise).
+    """Unbound pods for voltpack, grouped by `voltpack.io/pod-group` (a pod alone otherwise).
     A pod with ResourceClaims gets its request from `claims_request` (held without one).
     `request_of` translates a pod (`pod_from_k8s`, or a memo of it); `scheduler_names` are the
     `schedulerName`s this operator serves; `volumes_request` adds a pod's bound volumes' node
@@ -171,15 +162,14 @@ def pending_work(
     one).
 
     Groups come out oldest first (by their first member's creation time), then by name.
-    A gang's members running already count towards its minimum (unless its mark says not: a
-    rigid GPUJob): a replacement pod, or a scale-up, is placed on its own.
+    The bound members of an elastic GPUJob (workers with `voltpack.io/world-size`) count
+    towards its minimum: a worker created after the others were placed joins them alone.
     """
     work = PendingWork()
     members: dict[str, list[tuple[dict[str, Any], Pod]]] = {}
     minimum: dict[str, int] = {}
     topology: dict[str, TopologyRequest] = {}
     running: dict[str, int] = {}
-    joins_running: dict[str, bool] = {}
     gated: dict[str, list[str]] = {}
     for pod in pods:
         spec = pod.get("spec") or {}
@@ -187,24 +177,19 @@ def pending_work(
         if spec.get("schedulerName") not in scheduler_names:
             continue
         if spec.get("nodeName"):
-            if _is_active(pod) and not meta.get("deletionTimestamp"):
-                try:
-                    placed = groups(pod)
-                except InvalidRequestError:
-                    placed = None
-                if placed is not None:
-                    running[placed.key] = running.get(placed.key, 0) + 1
+            placed = meta.get("annotations") or {}
+            if WORLD_SIZE_ANNOTATION in placed and _is_active(pod):
+                running_key = (
+                    f"{meta.get('namespace', 'default')}/{placed.get(POD_GROUP_ANNOTATION)}"
+                )
+                running[running_key] = running.get(running_key, 0) + 1
             continue
         if meta.get("deletionTimestamp") or not _is_active(pod):
             continue
         key = pod_key(pod)
         annotations = meta.get("annotations") or {}
-        try:
-            mark = groups(pod)
-        except InvalidRequestError as exc:
-            work.held[key] = f"pod {key}: {exc}"
-            continue
-        group_key = key if mark is None else mark.key
+        group = annotations.get(POD_GROUP_ANNOTATION)
+        group_key = f"{meta.get('namespace', 'default')}/{group}" if group else key
         if spec.get("schedulingGates"):
             gates = [str((g or {}).get("name")) for g in spec["schedulingGates"]]
             work.held[key] = f"{GATED_MESSAGE} ({', '.join(gates)})"
@@ -230,16 +215,17 @@ def pending_work(
         except InvalidRequestError as exc:
             work.held[key] = f"pod {key}: {exc}"
             continue
-        if request_topology is None and mark is not None:
-            request_topology = mark.topology
         if request_topology is not None:
             topology.setdefault(group_key, request_topology)
         members.setdefault(group_key, []).append((pod, request))
-        if mark is not None:
-            joins_running[group_key] = mark.joins_running
-            if mark.min_member is not None:
-                # the largest a member names: a leader placed first names 1, its workers all
-                minimum[group_key] = max(minimum.get(group_key, 0), mark.min_member)
+        if group and MIN_MEMBERS_ANNOTATION in annotations:
+            try:
+                minimum[group_key] = int(annotations[MIN_MEMBERS_ANNOTATION])
+            except ValueError:
+                work.held[key] = (
+                    f"pod {key}: annotation {MIN_MEMBERS_ANNOTATION}="
+                    f"{annotations[MIN_MEMBERS_ANNOTATION]!r} is not an integer"
+                )
     ordered = sorted(
         members.items(),
         key=lambda item: (
@@ -258,17 +244,14 @@ def pending_work(
                     f"scheduling gates ({', '.join(sorted(gated[group_key]))})",
                 )
             continue
-        # members running already count towards the minimum
-        runs = running.get(group_key, 0) if joins_running.get(group_key, True) else 0
-        wanted = max(minimum.get(group_key, len(entries)) - runs, 1)
+        # an elastic job's members running already count towards its minimum
+        wanted = max(minimum.get(group_key, len(entries)) - running.get(group_key, 0), 1)
         if wanted > len(entries):
             # not every member exists yet: a gang waits until it can be placed whole
-            ran = f" ({runs} running)" if runs else ""
             for _, request in entries:
                 work.held.setdefault(
                     request.name,
-                    f"gang {group_key}: {len(entries) + runs} of {wanted + runs} members "
-                    f"exist{ran}; waiting",
+                    f"gang {group_key}: {len(entries)} of {wanted} members exist; waiting",
                 )
             continue
         work.groups.append(

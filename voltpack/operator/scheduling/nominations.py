@@ -16,7 +16,6 @@ from kubernetes.client import CoreV1Api
 from voltpack.model.decision import Placement
 from voltpack.operator.kube.pod_conditions import patch_pod_status
 from voltpack.operator.kube.translate import pod_key, pod_priority
-from voltpack.operator.scheduling.cluster_view import GroupOf, own_groups
 from voltpack.operator.scheduling.queues import gang_key
 
 log = logging.getLogger(__name__)
@@ -29,9 +28,7 @@ def _priority(pod: dict[str, Any]) -> int:
         return int((pod.get("spec") or {}).get("priority") or 0)
 
 
-def awaiting_victims(
-    pods: Iterable[dict[str, Any]], groups: GroupOf = own_groups
-) -> dict[str, str]:
+def awaiting_victims(pods: Iterable[dict[str, Any]]) -> dict[str, str]:
     """Pending gangs with a nominated node that still holds a terminating pod of lower
     priority, by gang name, with the reason they wait."""
     pods = list(pods)
@@ -48,7 +45,7 @@ def awaiting_victims(
         priority = _priority(pod)
         leaving = sorted(key for p, key in terminating.get(nominated, []) if p < priority)
         if leaving:
-            found[gang_key(pod, groups)] = (
+            found[gang_key(pod)] = (
                 f"waiting for the pods it preempted to terminate on its nominated node "
                 f"{nominated} ({', '.join(leaving[:3])}{', ...' if len(leaving) > 3 else ''})"
             )

@@ -27,19 +27,19 @@ from voltpack.operator.kube.cache import ResourceCache
 from voltpack.operator.kube.client import api_message, call_json, status_code
 from voltpack.operator.kube.conventions import (
     MIN_MEMBERS_ANNOTATION,
+    POD_GROUP_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     QUEUE_ANNOTATION,
     RANK_ANNOTATION,
     SERVED_SCHEDULERS,
     WORLD_SIZE_ANNOTATION,
 )
-from voltpack.operator.kube.groups.mark import GroupMark
 from voltpack.operator.kube.pod_conditions import mark_disruption_target, preemption_message
 from voltpack.operator.kube.status_writes import patch_status_guarded
 from voltpack.operator.kube.timestamps import pod_start_s
 from voltpack.operator.kube.translate import gpu_indices, pod_from_k8s, pod_key
 from voltpack.operator.power.objects import rfc3339, with_transition
-from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES, GroupOf, own_groups
+from voltpack.operator.scheduling.cluster_view import TERMINAL_PHASES
 from voltpack.operator.scheduling.disruption_budgets import budget_violations
 from voltpack.operator.scheduling.jobs import owning_job
 from voltpack.scheduler.queue_cycle import QueueReport
@@ -70,40 +70,30 @@ def queue_tree(objects: Iterable[dict[str, Any]]) -> QueueTree:
     return QueueTree.build(specs, invalid)
 
 
-def gang_key(pod: dict[str, Any], groups: GroupOf = own_groups) -> str:
+def gang_key(pod: dict[str, Any]) -> str:
     """The gang a pod belongs to, named as `pending_work` names it."""
-    mark = _mark(pod, groups)
-    return pod_key(pod) if mark is None else mark.key
+    meta = pod["metadata"]
+    group = (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+    return f"{meta.get('namespace', 'default')}/{group}" if group else pod_key(pod)
 
 
-def _mark(pod: dict[str, Any], groups: GroupOf) -> GroupMark | None:
-    try:
-        return groups(pod)
-    except InvalidRequestError:
-        return None  # its pending form says why
-
-
-def gang_queue(pod: dict[str, Any], groups: GroupOf = own_groups) -> tuple[str, bool]:
-    """(queue, preemptible) of a pod: `voltpack.io/queue`, else its gang's (a PodGroup's or a
-    `kai.scheduler/queue` label), else the default queue."""
+def gang_queue(pod: dict[str, Any]) -> tuple[str, bool]:
+    """(queue, preemptible) of a pod, from its annotations."""
     annotations = pod["metadata"].get("annotations") or {}
-    queue = annotations.get(QUEUE_ANNOTATION)
-    if not queue:
-        mark = _mark(pod, groups)
-        queue = (mark.queue if mark is not None else None) or DEFAULT_QUEUE
+    queue = annotations.get(QUEUE_ANNOTATION) or DEFAULT_QUEUE
     return queue, annotations.get(PREEMPTIBLE_ANNOTATION, "").lower() == "true"
 
 
 def pending_queues(
-    work: PendingWork, pods: Iterable[dict[str, Any]], groups: GroupOf = own_groups
+    work: PendingWork, pods: Iterable[dict[str, Any]]
 ) -> dict[str, tuple[str, bool]]:
-    """Pending gang name -> (queue, preemptible), from the first member."""
+    """Pending gang name -> (queue, preemptible), from the first member's annotations."""
     by_key = {pod_key(p): p for p in pods}
     found: dict[str, tuple[str, bool]] = {}
     for group in work.groups:
         first = by_key.get(group.pods[0].name)
         if first is not None:
-            found[group.name] = gang_queue(first, groups)
+            found[group.name] = gang_queue(first)
     return found
 
 
@@ -113,7 +103,6 @@ def running_gangs(
     scheduler_names: frozenset[str] = SERVED_SCHEDULERS,
     budgets: Sequence[dict[str, Any]] = (),
     request_of: Callable[[dict[str, Any]], Pod] = pod_from_k8s,
-    groups: GroupOf = own_groups,
 ) -> list[RunningGang]:
     """The gangs voltpack placed that still run (pods being deleted are leaving already).
     `request_of` translates a pod (the operator's remembers the translations of unchanged pods).
@@ -141,11 +130,11 @@ def running_gangs(
         gpus = gpu_indices(pod)
         if request.num_gpu and (gpus is None or len(gpus) != request.num_gpu):
             continue  # GPUs not recorded by voltpack: not ours to account or evict
-        members.setdefault(gang_key(pod, groups), []).append((pod, request, node, gpus or ()))
+        members.setdefault(gang_key(pod), []).append((pod, request, node, gpus or ()))
     gangs = []
     for name, entries in sorted(members.items()):
         entries.sort(key=lambda entry: _annotation_int(entry[0], RANK_ANNOTATION) or 0)
-        queue, preemptible = gang_queue(entries[0][0], groups)
+        queue, preemptible = gang_queue(entries[0][0])
         starts = [pod_start_s(pod) for pod, _, _, _ in entries]
         gangs.append(
             RunningGang(

@@ -28,7 +28,6 @@ from voltpack.model.work import PendingWork, RunningGang
 from voltpack.model.workload import PodGroup
 from voltpack.operator.kube.client import api_message, call_json
 from voltpack.operator.kube.conventions import GPU_RESOURCE
-from voltpack.operator.scheduling.cluster_view import GroupOf, own_groups
 from voltpack.operator.scheduling.queues import gang_key
 from voltpack.policies.schema import TopologyPolicySpec
 from voltpack.policies.topology.contended_step_model import ContentionAwareSteps, RankedPods
@@ -172,7 +171,7 @@ class TopologyCycle:
 
 
 def running_topology_gangs(
-    pods: Iterable[dict[str, Any]], running: Sequence[RunningGang], groups: GroupOf = own_groups
+    pods: Iterable[dict[str, Any]], running: Sequence[RunningGang]
 ) -> list[tuple[PodGroup, RankedPods]]:
     """The running gangs whose pods name a training model (`voltpack.io/training-model`), as
     groups carrying their topology request, with their pods' nodes and GPUs in rank order.
@@ -182,7 +181,7 @@ def running_topology_gangs(
         annotations = pod["metadata"].get("annotations") or {}
         if not annotations.get(VOLTPACK_MODEL):
             continue
-        key = gang_key(pod, groups)
+        key = gang_key(pod)
         if key in requests:
             continue
         try:
