@@ -50,30 +50,19 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def entry_of(
-    summary: Sequence[dict[str, Any]], config: str, size: tuple[str, int, int]
+def entry_at(
+    summary: Sequence[dict[str, Any]], size: tuple[str, int, int], **match: str
 ) -> dict[str, Any] | None:
-    """The summary entry of the set-up named `config` at (shape, nodes, pods), if it ran."""
+    """The summary entry at (shape, nodes, pods) whose fields equal `match` (e.g. `config=...`
+    or `scheduler="voltpack"`), if that set-up ran there."""
     return next(
         (
             e
             for e in summary
-            if e["config"] == config and (e.get("shape", "gpu"), e["nodes"], e["pods"]) == size
+            if (e.get("shape", "gpu"), e["nodes"], e["pods"]) == size
+            and all(e.get(field) == value for field, value in match.items())
         ),
         None,
-    )
-
-
-def voltpack_of(summary: Sequence[dict[str, Any]], size: tuple[str, int, int]) -> dict[str, Any]:
-    """voltpack's summary entry at (shape, nodes, pods); empty if it did not run there."""
-    return next(
-        (
-            e
-            for e in summary
-            if e["scheduler"] == "voltpack"
-            and (e.get("shape", "gpu"), e["nodes"], e["pods"]) == size
-        ),
-        {},
     )
 
 
@@ -88,10 +77,10 @@ def ratios(
     out = []
     for ours in (e for e in summary if e["scheduler"] == "voltpack"):
         size = (ours.get("shape", "gpu"), ours["nodes"], ours["pods"])
-        theirs = entry_of(summary, baseline_config, size)
+        theirs = entry_at(summary, size, config=baseline_config)
         if theirs is None or "pods_per_s" not in theirs:
             continue
-        ceiling = entry_of(summary, ceiling_config, size) if ceiling_config else None
+        ceiling = entry_at(summary, size, config=ceiling_config) if ceiling_config else None
         ceiling_rate = (ceiling or {}).get("pods_per_s", {}).get("median")
         speed = ours["pods_per_s"]["median"] / theirs["pods_per_s"]["median"]
         cpu_ours = ours.get("scheduler_cpu_s_per_pod", {}).get("median")
@@ -209,8 +198,8 @@ def throughput_lines(figures: dict[str, Any]) -> list[str]:
         ]
         for g in goals:
             size = (g["shape"], g["nodes"], g["pods"])
-            kube = entry_of(summary, g.get("baseline_config", ""), size) or {}
-            ours = voltpack_of(summary, size)
+            kube = entry_at(summary, size, config=g.get("baseline_config", "")) or {}
+            ours = entry_at(summary, size, scheduler="voltpack") or {}
             cpu = g["cpu_s_per_pod_ratio"]
             goal = "met" if g["goal_met"] else "**not met**: " + "; ".join(g["goal_misses"])
             lines.append(
@@ -257,8 +246,8 @@ CEILING = (
     "looking at it and writes the same Scheduled Event: the same requests through kube-scheduler's "
     "own Go client, with no decision. Its pods/s is what the control plane (apiserver, etcd, "
     "kwok) and the cores leave to a scheduler that does this work; a goal above it cannot be "
-    "met by any scheduler on this machine. It is not a contender (it checks nothing, so the "
-    "oracle refuses many of its bindings) and runs in the same alternating rounds."
+    "met by any scheduler on this machine. It is not a contender (it checks nothing: where a "
+    "shape constrains, the oracle refuses its bindings) and runs in the same alternating rounds."
 )
 
 
@@ -273,8 +262,8 @@ def ceiling_lines(goals: Sequence[dict[str, Any]], summary: Sequence[dict[str, A
              "|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
     for g in measured:
         size = (g["shape"], g["nodes"], g["pods"])
-        ceiling = entry_of(summary, g["ceiling_config"], size) or {}
-        ours = voltpack_of(summary, size)
+        ceiling = entry_at(summary, size, config=g["ceiling_config"]) or {}
+        ours = entry_at(summary, size, scheduler="voltpack") or {}
         lines.append(
             f"| {g['shape']} | {g['goal_pods_per_s']:.1f} | {spread(ceiling, 'pods_per_s', 1, 1)} "
             f"| {'**no**' if g['goal_over_ceiling'] else 'yes'} | "
